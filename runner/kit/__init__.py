@@ -1,0 +1,3 @@
+"""kit: build, convert and run distributed deep-learning benchmarks in containers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,105 @@
+"""`kit build`: a real `docker build` of a rendered recipe, with the site CA as a secret."""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from . import engine, render
+from .base import base_tag
+from .convert import artifacts
+from .errors import KitError
+from .paths import repo_root
+from .proc import stream
+from .recipes import Recipe
+
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def ca_bundle(override: Path | None) -> Path | None:
+    """The CA bundle pip and curl inside the build trust: --ca-cert, KIT_CA_CERT, or the
+    host's own bundle (which carries any site CA that intercepts TLS)."""
+    chosen = override or (Path(os.environ["KIT_CA_CERT"]) if "KIT_CA_CERT" in os.environ else None)
+    if chosen is not None:
+        if not chosen.is_file():
+            raise KitError(f"CA bundle '{chosen}' is not a file; pass --ca-cert FILE")
+        return chosen
+    return HOST_CA if HOST_CA.is_file() else None
+
+
+def build_argv(recipe: Recipe, variant: str, ca: Path | None, no_cache: bool) -> list[str]:
+    """The docker build command (BuildKit: the CA is a secret, never a layer)."""
+    argv = [
+        engine.docker(),
+        "build",
+        "--progress=plain",
+        "-t",
+        recipe.tag(variant),
+        "-f",
+        str(repo_root() / "containers" / recipe.name / "Dockerfile"),
+    ]
+    if ca is not None:
+        argv += ["--secret", f"id=cacert,src={ca}"]
+    if os.environ.get("PIP_INDEX_URL"):
+        argv += ["--build-arg", f"KIT_PIP_INDEX_URL={os.environ['PIP_INDEX_URL']}"]
+    if no_cache:
+        argv.append("--no-cache")
+    return [*argv, str(repo_root())]
+
+
+def build(recipe: Recipe, variant: str, ca_cert: Path | None = None, no_cache: bool = False) -> str:
+    if variant not in recipe.variants:
+        raise KitError(
+            f"image '{recipe.name}' has no variant '{variant}' (has: {', '.join(recipe.variants)})"
+        )
+    engine.server_version()
+    render.check([recipe])
+    base = base_tag(recipe.distro)
+    if engine.inspect(base) is None:
+        raise KitError(
+            f"base image {base} is missing; make it with: sudo kit base --suite {recipe.distro}"
+        )
+    t0 = time.monotonic()
+    stream(
+        build_argv(recipe, variant, ca_bundle(ca_cert), no_cache),
+        "docker build",
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+    )
+    manifest = write_manifest(recipe, variant)
+    print(
+        f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
+        f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
+    )
+    return recipe.tag(variant)
+
+
+def write_manifest(recipe: Recipe, variant: str) -> dict:
+    """What the image really contains, read back from it, filed beside its conversions."""
+    tag = recipe.tag(variant)
+    info = engine.inspect(tag) or {}
+
+    def cat(path: str) -> list[str]:
+        out = subprocess.run(
+            [engine.docker(), "run", "--rm", "--user", "65534", tag, "cat", path],
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.split()
+
+    art = artifacts(recipe, variant)
+    manifest = {
+        "image": recipe.name,
+        "tag": tag,
+        "digest": art.digest,
+        "recipe_version": recipe.version,
+        "variant": variant,
+        "mpi": {"flavour": recipe.mpi.flavour, "version": recipe.mpi.version},
+        "size_bytes": info.get("Size", 0),
+        "labels": info["Config"].get("Labels") or {},
+        "apt": cat("/opt/kit/apt-packages.txt"),
+        "pip": cat("/opt/kit/pip-packages.txt"),
+    }
+    art.dir.mkdir(parents=True, exist_ok=True)
+    (art.dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

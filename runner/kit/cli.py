@@ -1,0 +1,287 @@
+"""The `kit` command line: one subcommand per pipeline stage."""
+
+import argparse
+import json
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from . import __version__
+from .errors import KitError
+
+EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
+  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
+
+
+def cmd_list(a: argparse.Namespace) -> None:
+    from . import recipes
+
+    rows = [
+        {
+            "name": r.name,
+            "version": r.version,
+            "mpi": r.mpi.flavour,
+            "mpi_version": r.mpi.version,
+            "distro": r.distro,
+            "frameworks": r.frameworks,
+            "variants": list(r.variants),
+            "benchmarks": list(r.benchmarks),
+            "description": r.description,
+        }
+        for r in recipes.load_all().values()
+    ]
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'IMAGE':<18} {'VERSION':<8} {'MPI':<8} {'VARIANTS':<10} FRAMEWORKS")
+    for r in rows:
+        fw = ", ".join(f"{k} {v}" for k, v in r["frameworks"].items())
+        print(f"{r['name']:<18} {r['version']:<8} {r['mpi']:<8} {','.join(r['variants']):<10} {fw}")
+
+
+def _selected(names: list[str]) -> list:
+    from . import recipes
+
+    return [recipes.load(n) for n in names] if names else list(recipes.load_all().values())
+
+
+def cmd_render(a: argparse.Namespace) -> None:
+    from . import render
+
+    chosen = _selected(a.images)
+    if a.check:
+        render.check(chosen)
+        print(f"containers/ matches recipes/ ({len(chosen)} images)")
+        return
+    written = render.write(chosen)
+    for p in written:
+        print(f"wrote {p}")
+    if not written:
+        print("containers/ already up to date")
+
+
+def cmd_base(a: argparse.Namespace) -> None:
+    from . import base
+
+    base.make(a.suite, a.mirror, a.force)
+
+
+def cmd_build(a: argparse.Namespace) -> None:
+    from . import build, convert, recipes
+
+    r = recipes.load(a.image)
+    formats = convert.parse_formats(a.to) if a.to else []
+    build.build(r, a.variant, a.ca_cert, a.no_cache)
+    if formats:
+        convert.convert(r, a.variant, formats)
+
+
+def cmd_convert(a: argparse.Namespace) -> None:
+    from . import convert, recipes
+
+    r = recipes.load(a.image)
+    art = convert.convert(r, a.variant, convert.parse_formats(a.to))
+    print(art.dir)
+
+
+def _ints(flag: str, spec: str) -> list[int]:
+    try:
+        values = [int(v) for v in spec.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise KitError(f"{flag} '{spec}' must be comma-separated positive integers, e.g. 1,2")
+    return values
+
+
+def _runtime_args(specs: list[str]) -> dict[str, list[str]]:
+    from . import runtimes
+
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, arg = spec.partition(":")
+        if not sep or not arg:
+            raise KitError(f"--runtime-arg '{spec}' must be RUNTIME:ARG, e.g. docker:--cpus=1.5")
+        out.setdefault(runtimes.get(name).name, []).append(arg)
+    return out
+
+
+def _interrupt(_sig: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_run(a: argparse.Namespace) -> None:
+    from . import campaign, recipes, runtimes
+
+    r = recipes.load(a.image)
+    chosen = runtimes.parse(a.runtime)
+    bench = a.bench or r.benchmarks[0]
+    if a.repeats < 1:
+        raise KitError(f"--repeats {a.repeats} must be at least 1")
+    configs = [
+        campaign.Config(bench, a.model, bs, n)
+        for bs in _ints("--batch-size", a.batch_size)
+        for n in _ints("--np", a.np)
+    ]
+    trials = campaign.plan([rt.name for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed)
+    if a.dry_run:
+        for i, t in enumerate(trials):
+            c = t.config
+            print(
+                f"{i:4d} {t.runtime:<12} {c.bench} {c.model} bs={c.batch_size} "
+                f"np={c.ranks}{' warm-up' if t.warmup else ''}"
+            )
+        return
+    out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    opts = campaign.Options(
+        a.steps, a.warmup_steps, a.timeout, a.mpirun, _runtime_args(a.runtime_arg)
+    )
+    signal.signal(signal.SIGTERM, _interrupt)
+    campaign.execute(r, a.variant, chosen, trials, out, opts)
+    print(out)
+
+
+def cmd_report(a: argparse.Namespace) -> None:
+    from . import report
+
+    text = report.markdown(a.dir)
+    (a.dir / "report.md").write_text(text)
+    print(text)
+
+
+def cmd_doctor(a: argparse.Namespace) -> None:
+    from . import doctor, runtimes
+
+    names = [rt.name for rt in runtimes.parse(a.runtime)] if a.runtime else []
+    text, ok = doctor.report(names)
+    print(text)
+    if not ok:
+        raise SystemExit(1)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kit",
+        description="Build, convert and run distributed deep-learning "
+        "benchmarks natively and in Docker, Apptainer, Shifter and Charliecloud.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"kit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("list", help="images, versions, MPI flavour, frameworks, variants")
+    s.add_argument("--json", action="store_true", help="machine-readable (CI matrices)")
+    s.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("render", help="write containers/ from recipes/ (or --check drift)")
+    s.add_argument("images", nargs="*", metavar="IMAGE", help="default: every recipe")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail if containers/ differs from recipes/",
+    )
+    s.set_defaults(func=cmd_render)
+
+    s = sub.add_parser("base", help="make the local Debian base image (debootstrap, as root)")
+    s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
+    s.add_argument("--mirror", help="Debian mirror (default: the host's apt source)")
+    s.add_argument("--force", action="store_true", help="remake it even if it exists")
+    s.set_defaults(func=cmd_base)
+
+    s = sub.add_parser("build", help="docker build an image from its rendered recipe")
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    s.add_argument(
+        "--ca-cert",
+        type=Path,
+        metavar="FILE",
+        help="CA bundle for TLS inside the build (default: the host's bundle)",
+    )
+    s.add_argument("--no-cache", action="store_true", help="ignore the layer cache")
+    s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
+    s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("convert", help="convert a built image to SIF / Shifter squashfs")
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu")
+    s.add_argument(
+        "--to",
+        required=True,
+        metavar="FORMATS",
+        help="singularity, shifter (squashfs + metadata + docker-save tar), "
+        "charliecloud (same squashfs), docker-archive; comma-separated",
+    )
+    s.set_defaults(func=cmd_convert)
+
+    s = sub.add_parser(
+        "run",
+        help="run a benchmark campaign natively and in containers",
+        description="Run the image's benchmark under each runtime, trials "
+        "interleaved in seeded random order; each trial's record is appended "
+        "to OUT/trials.jsonl the moment it ends.",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument(
+        "--runtime",
+        default="native,docker,singularity,charliecloud",
+        help="comma-separated: native, docker, singularity (apptainer), "
+        "charliecloud, shifter (default: %(default)s)",
+    )
+    s.add_argument("--bench", help="benchmark entry point (default: the image's first)")
+    s.add_argument("--model", default="tiny", help="model (default: %(default)s)")
+    s.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
+    s.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")
+    s.add_argument(
+        "--repeats",
+        type=int,
+        default=8,
+        help="measured trials per runtime and configuration (default: 8; "
+        "a 95%% interval of a median needs at least 6)",
+    )
+    s.add_argument(
+        "--warmup-trials", type=int, default=1, help="discarded rounds first (default: %(default)s)"
+    )
+    s.add_argument("--steps", type=int, default=20, help="timed steps per trial")
+    s.add_argument("--warmup-steps", type=int, default=5, help="untimed steps per trial")
+    s.add_argument("--seed", type=int, default=0, help="seed of the interleaving order")
+    s.add_argument("--timeout", type=float, default=600, help="seconds per trial")
+    s.add_argument("--mpirun", help="host launcher (default: the flavour's, e.g. mpirun.mpich)")
+    s.add_argument(
+        "--runtime-arg",
+        action="append",
+        default=[],
+        metavar="RUNTIME:ARG",
+        help="pass ARG to one runtime, e.g. docker:--cpus=1.5 (repeatable)",
+    )
+    s.add_argument("--variant", default="cpu")
+    s.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
+    s.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("report", help="overhead table (Markdown) from a results directory")
+    s.add_argument("dir", type=Path, metavar="DIR")
+    s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("doctor", help="what this host has for each runtime, and the fixes")
+    s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
+    s.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except KitError as e:
+        print(f"kit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kit: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""`kit doctor`: what this host has for each runtime, and how to get what is missing."""
+
+import getpass
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import engine
+from .base import base_tag
+from .errors import KitError
+from .recipes import FLAVOURS
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str
+
+
+def _tool(name: str, cmd: list[str], fix: str, pick: Callable[[str], str] = str) -> Check:
+    if shutil.which(cmd[0]) is None:
+        return Check(name, False, f"'{cmd[0]}' not on PATH", fix)
+    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}  # ch-run wants it
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    text = (p.stdout + p.stderr).strip()
+    return Check(name, p.returncode == 0, pick(text) if text else "no output", fix)
+
+
+def _hydra_version(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip().startswith("Version:"):
+            return "MPICH (Hydra) " + line.split(":", 1)[1].strip()
+    return text.splitlines()[0]
+
+
+def _engine() -> Check:
+    fix = "as root: ci/provision (installs docker.io, starts dockerd)"
+    try:
+        return Check("docker engine", True, f"{engine.server_version()} via {engine.docker()}", fix)
+    except KitError as e:
+        return Check("docker engine", False, str(e), fix)
+
+
+def _base() -> Check:
+    tag = base_tag("bookworm")
+    try:
+        present = engine.inspect(tag) is not None
+    except OSError:
+        present = False
+    return Check("base image", present, tag if present else f"{tag} missing", "sudo kit base")
+
+
+def _fuse() -> Check:
+    usable = os.access("/dev/fuse", os.R_OK | os.W_OK)
+    return Check(
+        "/dev/fuse",
+        usable,
+        "usable" if usable else "not usable by this user",
+        "as root: chmod 666 /dev/fuse (squashfuse mounts of SIF and squashfs)",
+    )
+
+
+def checks() -> dict[str, Check]:
+    mpich, ompi = FLAVOURS["mpich"], FLAVOURS["openmpi"]
+    return {
+        "engine": _engine(),
+        "base": _base(),
+        "apptainer": _tool(
+            "apptainer",
+            ["apptainer", "--version"],
+            "ci/provision (Apptainer from a Debian sid root via bubblewrap)",
+        ),
+        "fuse": _fuse(),
+        "squashfs": _tool(
+            "squashfs-tools",
+            ["mksquashfs", "-version"],
+            "apt-get install squashfs-tools",
+            lambda t: t.splitlines()[0],
+        ),
+        "charliecloud": _tool(
+            "charliecloud", ["ch-run", "--version"], "apt-get install charliecloud"
+        ),
+        "shifter": _tool(
+            "shifter",
+            ["shifter", "--help"],
+            "a site install; not packaged here (charliecloud runs the same squashfs)",
+            lambda t: t.splitlines()[0],
+        ),
+        "mpich": _tool(
+            "MPICH",
+            [mpich.mpirun, "--version"],
+            f"apt-get install {' '.join(mpich.packages)}",
+            _hydra_version,
+        ),
+        "openmpi": _tool(
+            "Open MPI",
+            [ompi.mpirun, "--version"],
+            f"apt-get install {' '.join(ompi.packages)}",
+            lambda t: t.splitlines()[0],
+        ),
+    }
+
+
+NEEDS = {
+    "native": ("mpich",),
+    "docker": ("engine", "base"),
+    "singularity": ("engine", "apptainer", "fuse"),
+    "charliecloud": ("engine", "squashfs", "charliecloud", "fuse"),
+    "shifter": ("shifter",),
+}
+
+
+def report(runtimes: list[str]) -> tuple[str, bool]:
+    """The table, and whether everything the named runtimes need is present."""
+    found = checks()
+    width = max(len(c.name) for c in found.values())
+    lines = [f"{'COMPONENT':<{width}}  STATUS   DETAIL"]
+    for c in found.values():
+        status = "OK" if c.ok else "MISSING"
+        lines.append(f"{c.name:<{width}}  {status:<7}  {c.detail}")
+        if not c.ok:
+            lines.append(f"{'':<{width}}           fix: {c.fix}")
+    if os.geteuid() == 0:
+        lines.append(
+            "note: running as root; Apptainer and MPI jobs here must run as an "
+            "ordinary user (root lacks CAP_SYS_RESOURCE)"
+        )
+    missing = sorted({k for rt in runtimes for k in NEEDS[rt] if not found[k].ok})
+    if missing:
+        lines.append(
+            f"missing for {', '.join(runtimes)}: " + ", ".join(found[k].name for k in missing)
+        )
+    return "\n".join(lines), not missing

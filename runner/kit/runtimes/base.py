@@ -1,0 +1,112 @@
+"""The interface every runtime adapter implements."""
+
+import getpass
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from ..blocks import BENCH_DIR as IMAGE_BENCH
+from ..blocks import PYTHON as IMAGE_PYTHON
+from ..errors import KitError
+from ..recipes import Recipe
+
+__all__ = ["IMAGE_BENCH", "IMAGE_PYTHON", "Job", "Prepared", "Runtime"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a runtime runs: an image reference (tag, SIF, squashfs) or the native python."""
+
+    ref: str
+    digest: str
+    python: str
+    bench_dir: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch: the program (python script and its arguments) on a number of ranks."""
+
+    program: list[str]
+    ranks: int
+    mpirun: str
+    name: str  # unique per trial: container names and clean-up markers use it
+    extra: list[str] = field(default_factory=list)  # user pass-through options
+
+
+def mpirun(job: Job) -> list[str]:
+    """The launcher prefix: nothing for one rank, the flavour's mpirun for more."""
+    return [job.mpirun, "-np", str(job.ranks)] if job.ranks > 1 else []
+
+
+def first_line(argv: list[str]) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return "unknown"
+    lines = (p.stdout or p.stderr).strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
+
+
+class Runtime:
+    """A way to run the benchmark: natively or in one container runtime.
+
+    Hybrid runtimes (the default) are started once per rank by the host's mpirun;
+    a runtime that cannot share the host launcher's PMI overrides command().
+    """
+
+    name = ""
+    tool = ""  # the command it needs on PATH
+    fix = ""  # how to get that command
+    settings: tuple[str, ...] = ()  # fair defaults it applies, shown in the report
+    env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
+
+    def check(self) -> None:
+        """Raise a KitError naming the fix when this runtime cannot run here."""
+        if shutil.which(self.tool) is None:
+            raise KitError(f"runtime '{self.name}' needs '{self.tool}' on PATH; {self.fix}")
+
+    def version(self) -> str:
+        return first_line([self.tool, "--version"])
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        raise NotImplementedError
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        """The command that starts one rank of the job in this runtime."""
+        raise NotImplementedError
+
+    def command(self, prep: Prepared, job: Job) -> list[str]:
+        return mpirun(job) + self.exec_argv(prep, job)
+
+    def launcher(self, ranks: int) -> str:
+        """How ranks are started, as recorded with each trial."""
+        return "mpirun" if ranks > 1 else "plain"
+
+    def cleanup(self, job: Job) -> None:
+        """Remove what outlives the launcher's process group (containers, mounts)."""
+
+
+# Settings that change what the workload does; passed into every runtime alike.
+WORKLOAD_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "MPICH_", "OMPI_MCA_")
+
+
+# Ranks in separate user namespaces (one Apptainer or ch-run per rank) cannot open
+# each other's /proc/PID/fd, which UCX's shared memory uses by default; named
+# segments in the shared /dev/shm keep the shared-memory path.
+UCX_SHM = {"UCX_POSIX_USE_PROC_LINK": "n"}
+UCX_SHM_NOTE = (
+    "UCX_POSIX_USE_PROC_LINK=n (ranks in separate user namespaces share memory "
+    "through /dev/shm, not /proc/PID/fd)"
+)
+
+
+def user_env() -> dict[str, str]:
+    """The environment trials start with, the same for every runtime: identity, locale
+    and the thread/BLAS/MPI settings a user may tune, nothing else from the host."""
+    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TERM")
+    prefixes = (*WORKLOAD_PREFIXES, "UCX_", "KIT_", "APPTAINER", "SINGULARITY", "HYDRA_", "SLURM_")
+    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(prefixes)}
+    env.setdefault("USER", getpass.getuser())  # ch-run needs $USER
+    return env

@@ -1,0 +1,25 @@
+"""Charliecloud: runs the Shifter-format squashfs unprivileged, hybrid MPI model."""
+
+from .. import convert
+from ..recipes import Recipe
+from . import base
+from .base import Job, Prepared, Runtime
+
+
+class Charliecloud(Runtime):
+    name = "charliecloud"
+    tool = "ch-run"
+    fix = "install charliecloud (Debian package), and make /dev/fuse usable"
+    settings = (
+        "ch-run on the squashfs that Shifter's image gateway would make (squashfuse mount)",
+        base.UCX_SHM_NOTE,
+        "hybrid MPI: the host's mpirun starts one ch-run per rank",
+    )
+    env = base.UCX_SHM
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        art = convert.convert(recipe, variant, ["shifter"])
+        return Prepared(str(art.squashfs), art.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        return [self.tool, *job.extra, prep.ref, "--", *job.program]

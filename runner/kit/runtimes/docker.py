@@ -1,0 +1,64 @@
+"""Docker: one container per trial; with several ranks, mpirun runs inside it.
+
+Docker's client does not pass the host launcher's PMI connection into the
+container, so the host mpirun cannot wire up ranks here (unlike Apptainer or
+Charliecloud); ranks share one container, launched by the image's own mpirun.
+"""
+
+import dataclasses
+import os
+import subprocess
+
+from .. import engine
+from ..recipes import Recipe
+from . import base
+from .base import Job, Prepared, Runtime
+
+
+class Docker(Runtime):
+    name = "docker"
+    tool = "docker"
+    fix = "install docker.io and start dockerd (as root: ci/provision)"
+    settings = (
+        "--network=host (MPI and Gloo use the host's interfaces, as natively)",
+        "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
+        "--user UID:GID of the caller (no root inside)",
+        "--init (signals reach the benchmark; no zombie ranks)",
+    )
+
+    def check(self) -> None:
+        engine.server_version()
+
+    def version(self) -> str:
+        return "docker " + engine.server_version()
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        tag = recipe.tag(variant)
+        return Prepared(tag, engine.image_id(tag), base.IMAGE_PYTHON, base.IMAGE_BENCH)
+
+    def command(self, prep: Prepared, job: Job) -> list[str]:
+        argv = [
+            engine.docker(),
+            "run",
+            "--rm",
+            "--init",
+            "--name",
+            job.name,
+            "--user",
+            f"{os.getuid()}:{os.getgid()}",
+            "--network=host",
+            "--ipc=host",
+            "-e",
+            "HOME=/tmp",
+        ]
+        for k in base.user_env():
+            if k.startswith(base.WORKLOAD_PREFIXES):
+                argv += ["-e", k]
+        inside = dataclasses.replace(job, mpirun="mpirun")  # the image's own flavour
+        return [*argv, *job.extra, prep.ref, *base.mpirun(inside), *job.program]
+
+    def launcher(self, ranks: int) -> str:
+        return "mpirun in container" if ranks > 1 else "plain"
+
+    def cleanup(self, job: Job) -> None:
+        subprocess.run([engine.docker(), "rm", "-f", job.name], capture_output=True)

@@ -1,0 +1,27 @@
+"""Native: the host's own python and MPI, with the image's pins (see kit.native_env)."""
+
+from .. import native_env
+from ..paths import repo_root
+from ..recipes import Recipe
+from .base import Job, Prepared, Runtime
+
+
+class Native(Runtime):
+    name = "native"
+    tool = "python3"
+    fix = "install python3"
+
+    def version(self) -> str:
+        return "host"
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        python = native_env.ensure(recipe)
+        return Prepared(
+            str(python),
+            native_env.fingerprint(recipe),
+            str(python),
+            str(repo_root() / "benchmarks"),
+        )
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        return job.program

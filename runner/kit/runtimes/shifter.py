@@ -1,0 +1,31 @@
+"""Shifter: command lines only; no Shifter binary can be installed on these machines.
+
+The image it would load is made by `kit convert --to shifter` (squashfs plus
+metadata, and the `docker save` tar for `shifter load`) and is what the
+charliecloud runtime runs here.
+"""
+
+from .. import engine
+from ..recipes import Recipe
+from . import base
+from .base import Job, Prepared, Runtime
+
+
+class Shifter(Runtime):
+    name = "shifter"
+    tool = "shifter"
+    fix = (
+        "Shifter is a site install (not packaged for Debian); on this machine "
+        "the charliecloud runtime runs the same squashfs"
+    )
+    settings = ("shifter --image=docker:TAG, hybrid MPI: the host launcher starts ranks",)
+
+    def version(self) -> str:
+        return base.first_line([self.tool, "--help"])
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        tag = recipe.tag(variant)
+        return Prepared(tag, engine.image_id(tag), base.IMAGE_PYTHON, base.IMAGE_BENCH)
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        return [self.tool, f"--image=docker:{prep.ref}", *job.extra, "--", *job.program]

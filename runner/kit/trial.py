@@ -1,0 +1,163 @@
+"""One trial: start a command in its own session, collect its record, leave nothing behind.
+
+The launcher runs in a new session so a Ctrl-C or a timeout can stop the whole
+process group (mpirun and every rank), not only the launcher. Helpers leave that
+group: MPI launchers put each rank in a session of its own, and Apptainer's
+squashfuse mount daemon also clears its environment and outlives its parent. So
+the trial's process tree is watched while it runs and every process ever seen in
+it is stopped at the end, as is any process carrying the trial's KIT_TRIAL
+marker (a child that escaped between two looks). What lives outside this tree
+entirely (a Docker container) is removed by the runtime's own clean-up.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH_SCHEMA = "kit.bench/1"
+GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # ok | failed | timeout | interrupted
+    exit_code: int | None
+    wall_s: float
+    result: dict | None
+    output_tail: str
+
+
+def parse_result(stdout: str) -> dict | None:
+    """The benchmark's record: the last stdout line that is a kit.bench JSON object."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("schema") == BENCH_SCHEMA:
+                return record
+    return None
+
+
+def marked(marker: str) -> list[int]:
+    """Pids (readable by us) whose environment carries KIT_TRIAL=marker."""
+    needle = f"KIT_TRIAL={marker}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of pid, or None once it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else (int(fields[1]), fields[19])
+
+
+class Tree(threading.Thread):
+    """Remembers every process that descends from root while the trial runs."""
+
+    def __init__(self, root: int, every_s: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.root, self.every_s = root, every_s
+        self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
+        self.done = threading.Event()
+
+    def scan(self) -> None:
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and (st := _stat(int(entry.name))):
+                children.setdefault(st[0], []).append(int(entry.name))
+        todo = [self.root, *self.seen]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in self.seen and (st := _stat(child)):
+                    self.seen[child] = st[1]
+                    todo.append(child)
+
+    def run(self) -> None:
+        while not self.done.wait(self.every_s):
+            self.scan()
+
+    def alive(self) -> list[int]:
+        return [pid for pid, start in self.seen.items() if (st := _stat(pid)) and st[1] == start]
+
+
+def _signal_all(pgid: int, pids: list[int], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop(proc: subprocess.Popen, tree: Tree, marker: str) -> None:
+    """SIGTERM the group and every tracked or marked process, then SIGKILL what remains."""
+    tree.done.set()
+    tree.scan()
+
+    def left() -> list[int]:
+        return sorted(set(tree.alive()) | set(marked(marker)))
+
+    _signal_all(proc.pid, left(), signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not left():
+            return
+        time.sleep(0.1)
+    _signal_all(proc.pid, left(), signal.SIGKILL)
+    proc.wait()
+
+
+def run(
+    argv: list[str], env: dict[str, str], timeout: float, marker: str, cleanup: Callable[[], None]
+) -> Outcome:
+    env = {**env, "KIT_TRIAL": marker}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    tree = Tree(proc.pid)
+    tree.start()
+    status = None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = "timeout"
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        wall = time.monotonic() - t0
+        stop(proc, tree, marker)
+        cleanup()
+    if status is not None:
+        out, err = proc.communicate()
+    result = parse_result(out)
+    if status is None:
+        status = "ok" if proc.returncode == 0 and result is not None else "failed"
+    tail = "\n".join((err + out).strip().splitlines()[-20:])
+    return Outcome(status, proc.returncode, wall, result, tail)
