@@ -35,19 +35,19 @@ def _has_buildkit(client: str) -> bool:
     return m is not None and int(m.group(1)) < 23
 
 
-def server_version() -> str:
-    """The engine's version, or a KitError saying how to start one."""
+def _run(args: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
     try:
-        p = subprocess.run(
-            [docker(), "version", "--format", "{{.Server.Version}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        return subprocess.run([docker(), *args], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         raise KitError(
             f"no docker client '{docker()}' on PATH; install docker.io or run ci/provision"
         ) from None
+
+
+def server_version() -> str:
+    """The engine's version, or a KitError saying how to start one."""
+    try:
+        p = _run(["version", "--format", "{{.Server.Version}}"], timeout=30)
     except subprocess.TimeoutExpired:
         raise KitError("the Docker engine did not answer within 30 s") from None
     if p.returncode != 0 or not p.stdout.strip():
@@ -60,7 +60,7 @@ def server_version() -> str:
 
 def inspect(ref: str) -> dict | None:
     """`docker image inspect` of ref, or None when there is no such image."""
-    p = subprocess.run([docker(), "image", "inspect", ref], capture_output=True, text=True)
+    p = _run(["image", "inspect", ref])
     if p.returncode != 0:
         return None
     return json.loads(p.stdout)[0]

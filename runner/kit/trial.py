@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -130,34 +131,38 @@ def stop(proc: subprocess.Popen, tree: Tree, marker: str) -> None:
 def run(
     argv: list[str], env: dict[str, str], timeout: float, marker: str, cleanup: Callable[[], None]
 ) -> Outcome:
+    """Run argv to completion, timeout or Ctrl-C. Output goes to files, not pipes, so the
+    end of the launcher, not the end of every inherited descriptor, ends the wait."""
     env = {**env, "KIT_TRIAL": marker}
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    tree = Tree(proc.pid)
-    tree.start()
-    status = None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = "timeout"
-    except KeyboardInterrupt:
-        status = "interrupted"
-    finally:
-        wall = time.monotonic() - t0
-        stop(proc, tree, marker)
-        cleanup()
-    if status is not None:
-        out, err = proc.communicate()
-    result = parse_result(out)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        tree = Tree(proc.pid)
+        tree.start()
+        status = None
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            wall = time.monotonic() - t0
+            stop(proc, tree, marker)
+            cleanup()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    result = parse_result(stdout)
     if status is None:
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
-    tail = "\n".join((err + out).strip().splitlines()[-20:])
+    tail = "\n".join((stderr + stdout).strip().splitlines()[-20:])
     return Outcome(status, proc.returncode, wall, result, tail)

@@ -1,0 +1,64 @@
+"""User mistakes: one line on stderr, exit 2, no traceback."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def kit(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "kit.cli", *args], capture_output=True, text=True, env=env
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["build", "nope"], "kit: error: unknown image 'nope' (known: "),
+        (["run", "pytorch-mpich", "--runtime", "podman"], "kit: error: unknown runtime 'podman'"),
+        (["run", "pytorch-mpich", "--np", "0"], "kit: error: --np '0' must be comma-separated"),
+        (["run", "pytorch-mpich", "--runtime-arg", "docker"], "must be RUNTIME:ARG"),
+        (["convert", "pytorch-mpich", "--to", "rpm"], "kit: error: unknown format 'rpm'"),
+        (["build", "pytorch-mpich", "--variant", "tpu"], "has no variant 'tpu'"),
+        (["report", "/nonexistent"], "kit: error: no trial records in /nonexistent"),
+    ],
+)
+def test_user_errors(args, message):
+    p = kit(*args)
+    assert p.returncode == 2
+    assert p.stderr.startswith("kit: error: ") and message in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in p.stderr
+
+
+def test_missing_engine(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "KIT_DOCKER": str(tmp_path / "no-docker"),
+        "HOME": str(tmp_path),
+    }
+    p = kit("convert", "pytorch-mpich", "--to", "singularity", env=env)
+    assert p.returncode == 2
+    assert p.stderr == (
+        f"kit: error: no docker client '{tmp_path}/no-docker' on PATH; "
+        "install docker.io or run ci/provision\n"
+    )
+
+
+def test_dry_run_interleaves_with_warmup_first():
+    p = kit(
+        "run",
+        "pytorch-mpich",
+        "--runtime",
+        "native,docker",
+        "--np",
+        "1,2",
+        "--repeats",
+        "2",
+        "--dry-run",
+    )
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and len(lines) == 12
+    assert all("warm-up" in x for x in lines[:4])
+    assert not any("warm-up" in x for x in lines[4:])

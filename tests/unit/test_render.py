@@ -1,0 +1,90 @@
+"""Rendered text, checked exactly (as hpccm's snapshot tests do)."""
+
+import pytest
+
+from kit import recipes, render
+from kit.errors import KitError
+
+DOCKERFILE = """\
+# Rendered by `kit render` from recipes/mini-openmpi.toml (recipe 0.1.0, variant cpu).
+# Edit the recipe, not this file: `kit render --check` fails when they differ.
+# Build from the repository root (`kit build` does this and passes the site CA):
+#   DOCKER_BUILDKIT=1 docker build -f containers/mini-openmpi/Dockerfile \\
+#     --secret id=cacert,src=/etc/ssl/certs/ca-certificates.crt -t kit/mini-openmpi:0.1.0-cpu .
+ARG BASE_IMAGE=kit/debian:bookworm
+FROM ${BASE_IMAGE}
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG KIT_PIP_INDEX_URL
+LABEL org.opencontainers.image.title="mini-openmpi" \\
+    org.opencontainers.image.version="0.1.0" \\
+    org.opencontainers.image.description="test recipe" \\
+    kit.recipe="mini-openmpi" \\
+    kit.recipe.version="0.1.0" \\
+    kit.variant="cpu" \\
+    kit.mpi.flavour="openmpi" \\
+    kit.mpi.version="4.1.4-3+b1"
+ENV KIT_IMAGE="mini-openmpi" \\
+    KIT_RECIPE_VERSION="0.1.0" \\
+    KIT_VARIANT="cpu" \\
+    KIT_MPI_FLAVOUR="openmpi" \\
+    PATH="/opt/kit/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RUN apt-get update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+        python3=3.11.2-1+b1 \\
+        openmpi-bin=4.1.4-3+b1 \\
+        libopenmpi-dev=4.1.4-3+b1 && \\
+    rm -rf /var/lib/apt/lists/*
+RUN update-alternatives --set mpi /usr/bin/mpicc.openmpi && \\
+    update-alternatives --set mpirun /usr/bin/mpirun.openmpi
+RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi && \\
+    python3 -m venv --system-site-packages /opt/kit/venv && \\
+    MPICC=mpicc.openmpi /opt/kit/venv/bin/pip install --no-cache-dir \
+${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
+        setuptools==70.3.0 && \\
+    MPICC=mpicc.openmpi /opt/kit/venv/bin/pip install --no-cache-dir --no-build-isolation \
+--no-binary=mpi4py ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
+        mpi4py==3.1.4
+RUN mkdir -p /opt/kit && \\
+    dpkg-query -W -f='${Package}=${Version}\\n' > /opt/kit/apt-packages.txt && \\
+    /opt/kit/venv/bin/python -m pip list --format=freeze > /opt/kit/pip-packages.txt
+COPY benchmarks /opt/kit/benchmarks
+"""
+
+
+def test_dockerfile_exact(kit_root):
+    assert render.dockerfile(recipes.load("mini-openmpi")) == DOCKERFILE
+
+
+def test_definition_has_same_content_as_dockerfile(kit_root):
+    text = render.definition(recipes.load("mini-openmpi"))
+    assert text.splitlines()[4:8] == [
+        "Bootstrap: localimage",
+        "From: {{ BASE_SIF }}",
+        "",
+        "%arguments",
+    ]
+    assert "%files\n    benchmarks /opt/kit/benchmarks\n" in text
+    assert "    kit.mpi.flavour openmpi\n" in text
+    assert '    export KIT_IMAGE="mini-openmpi"\n' in text
+    post = text.split("%post\n", 1)[1]
+    assert "        openmpi-bin=4.1.4-3+b1 \\\n" in post
+    assert "--no-build-isolation --no-binary=mpi4py" in post
+    assert text.endswith('%runscript\n    exec /opt/kit/venv/bin/python "$@"\n')
+
+
+def test_render_then_check_then_drift(kit_root):
+    r = recipes.load("mini-openmpi")
+    with pytest.raises(KitError, match="run 'kit render'"):
+        render.check([r])
+    assert len(render.write([r])) == 2
+    render.check([r])
+    assert render.write([r]) == []
+    dockerfile = kit_root / "containers" / "mini-openmpi" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN true\n")
+    with pytest.raises(KitError, match="containers/mini-openmpi/Dockerfile"):
+        render.check([r])
+
+
+def test_committed_containers_match_recipes():
+    render.check(list(recipes.load_all().values()))

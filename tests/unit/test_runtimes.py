@@ -1,0 +1,101 @@
+"""Each runtime's exact command line, for one rank and for two."""
+
+import os
+
+import pytest
+
+from kit import engine, runtimes
+from kit.errors import KitError
+from kit.runtimes import Job, Prepared
+from kit.runtimes.base import WORKLOAD_PREFIXES
+
+PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
+
+
+def job(ranks, extra=()):
+    return Job(PROG, ranks, "mpirun.mpich", "kit-abc-3", list(extra))
+
+
+@pytest.fixture
+def prep():
+    return Prepared("IMG", "sha256:0", PROG[0], "/opt/kit/benchmarks")
+
+
+def test_native(prep):
+    rt = runtimes.get("native")
+    assert rt.command(prep, job(1)) == PROG
+    assert rt.command(prep, job(2)) == ["mpirun.mpich", "-np", "2", *PROG]
+
+
+def test_apptainer_hybrid(prep):
+    rt = runtimes.get("apptainer")
+    assert rt.name == "singularity"
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich",
+        "-np",
+        "2",
+        "apptainer",
+        "exec",
+        "IMG",
+        *PROG,
+    ]
+    assert rt.env == {"UCX_POSIX_USE_PROC_LINK": "n"}
+
+
+def test_charliecloud_hybrid(prep):
+    rt = runtimes.get("charliecloud")
+    assert rt.command(prep, job(1, ["--no-home"])) == ["ch-run", "--no-home", "IMG", "--", *PROG]
+    assert rt.command(prep, job(2))[:5] == ["mpirun.mpich", "-np", "2", "ch-run", "IMG"]
+
+
+def test_shifter_nersc_form(prep):
+    rt = runtimes.get("shifter")
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich",
+        "-np",
+        "2",
+        "shifter",
+        "--image=docker:IMG",
+        "--",
+        *PROG,
+    ]
+
+
+def test_docker_mpirun_inside(prep, monkeypatch):
+    for k in os.environ:
+        if k.startswith(WORKLOAD_PREFIXES):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("KIT_DOCKER", "docker")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    engine.docker.cache_clear()
+    argv = runtimes.get("docker").command(prep, job(2, ["--cpus=1.5"]))
+    assert argv == [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "--name",
+        "kit-abc-3",
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        "--network=host",
+        "--ipc=host",
+        "-e",
+        "HOME=/tmp",
+        "-e",
+        "OMP_NUM_THREADS",
+        "--cpus=1.5",
+        "IMG",
+        "mpirun",
+        "-np",
+        "2",
+        *PROG,
+    ]
+
+
+def test_parse_rejects_unknown_and_repeats():
+    with pytest.raises(KitError, match="unknown runtime 'podman'"):
+        runtimes.parse("native,podman")
+    with pytest.raises(KitError, match="names a runtime twice"):
+        runtimes.parse("singularity,apptainer")
+    assert [r.name for r in runtimes.parse("native, docker")] == ["native", "docker"]
