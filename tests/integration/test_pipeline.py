@@ -1,0 +1,188 @@
+"""recipe -> Docker image -> SIF / Shifter squashfs -> runs in four runtimes -> report."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import IMAGE, RUNTIMES, kit
+
+pytestmark = pytest.mark.integration
+
+TAG = "kit/pytorch-mpich:1.0.0-cpu"
+LEFTOVER = ("squashfuse", "mpirun", "hydra_pmi_proxy", "ch-run", "torch_cnn", "starter")
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
+
+
+def leftovers() -> list[str]:
+    """Our processes that a trial could have left behind, and kit containers."""
+    mine = subprocess.run(
+        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout.splitlines()
+    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
+    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
+    return procs + containers
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def test_image_records_what_it_contains(built):
+    labels = json.loads(docker("image", "inspect", TAG))[0]["Config"]["Labels"]
+    assert labels["kit.mpi.flavour"] == "mpich"
+    assert labels["kit.recipe.version"] == "1.0.0"
+    manifest = json.loads((built["dir"] / "manifest.json").read_text())
+    assert "python3-torch=1.13.1+dfsg-4" in manifest["apt"]
+    assert "mpich=4.0.2-3+b1" in manifest["apt"]
+    assert "mpi4py==3.1.4" in manifest["pip"]
+    lib = docker(
+        "run",
+        "--rm",
+        TAG,
+        "python",
+        "-c",
+        "from mpi4py import MPI; print(MPI.Get_library_version())",
+    )
+    assert lib.startswith("MPICH Version:")
+
+
+def test_site_ca_never_stays_in_the_image(built):
+    history = docker("history", "--no-trunc", TAG)
+    assert "BEGIN CERTIFICATE" not in history
+    p = subprocess.run(["docker", "run", "--rm", TAG, "test", "-e", "/run/secrets/cacert"])
+    assert p.returncode == 1
+
+
+def test_conversions_are_cached_by_digest(built):
+    d = built["dir"]
+    before = {f: (d / f).stat().st_mtime for f in ("image.sif", "image.sqfs", "image.tar")}
+    t0 = time.monotonic()
+    again = kit("convert", IMAGE, "--to", "singularity,shifter")
+    assert time.monotonic() - t0 < 20
+    assert again.stderr.count("cached for sha256:") == 2
+    assert {f: (d / f).stat().st_mtime for f in before} == before
+
+
+def test_shifter_image_is_flattened_root_with_metadata(built):
+    d = built["dir"]
+    meta = json.loads((d / "image.meta.json").read_text())
+    assert meta["image"] == TAG and meta["digest"].startswith("sha256:")
+    assert "KIT_IMAGE=pytorch-mpich" in meta["env"]
+    listing = subprocess.run(
+        ["unsquashfs", "-lls", str(d / "image.sqfs"), "opt/kit/benchmarks/torch_cnn.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "root/root" in listing and "torch_cnn.py" in listing
+
+
+def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
+    out = tmp_path / "run"
+    kit(
+        "run",
+        IMAGE,
+        "--runtime",
+        RUNTIMES,
+        "--np",
+        "1,2",
+        "--repeats",
+        "1",
+        "--warmup-trials",
+        "0",
+        "--steps",
+        "10",
+        "--timeout",
+        "300",
+        "--out",
+        str(out),
+    )
+    recs = records(out)
+    assert len(recs) == 8
+    assert {(r["runtime"], r["ranks"]) for r in recs} == {
+        (rt, n) for rt in RUNTIMES.split(",") for n in (1, 2)
+    }
+    for r in recs:
+        assert r["status"] == "ok", (r["runtime"], r["output_tail"])
+        res = r["result"]
+        assert res["ranks"] == r["ranks"] and len(res["images_per_sec_per_rank"]) == r["ranks"]
+        assert res["images_per_sec"] > 0 and res["startup_s"] > 0
+        assert res["framework_version"] == recs[0]["result"]["framework_version"]
+        assert res["mpi_library"].startswith("MPICH Version:")
+        assert r["image_digest"].startswith("native:" if r["runtime"] == "native" else "sha256:")
+    text = kit("report", str(out)).stdout
+    for rt in RUNTIMES.split(","):
+        assert f"| {rt} | 1 |" in text
+    assert leftovers() == []
+
+
+def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path):
+    out = tmp_path / "int"
+    proc = subprocess.Popen(
+        [
+            "kit",
+            "run",
+            IMAGE,
+            "--runtime",
+            "docker,singularity,charliecloud",
+            "--np",
+            "2",
+            "--repeats",
+            "2",
+            "--warmup-trials",
+            "0",
+            "--steps",
+            "300",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = out / "trials.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and log.read_text().count("\n") >= 1):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.5)
+    time.sleep(3)  # well into the second trial
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    recs = records(out)
+    assert recs[0]["status"] == "ok"
+    assert recs[-1]["status"] == "interrupted"
+    time.sleep(1)
+    assert leftovers() == []
+
+
+def test_timeout_leaves_nothing(built, tmp_path):
+    out = tmp_path / "timeout"
+    kit(
+        "run",
+        IMAGE,
+        "--runtime",
+        "singularity,charliecloud,docker",
+        "--np",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup-trials",
+        "0",
+        "--steps",
+        "1000000",
+        "--timeout",
+        "15",
+        "--out",
+        str(out),
+    )
+    assert [r["status"] for r in records(out)] == ["timeout"] * 3
+    assert leftovers() == []
