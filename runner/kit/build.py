@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine, render
@@ -28,8 +29,16 @@ def ca_bundle(override: Path | None) -> Path | None:
     return HOST_CA if HOST_CA.is_file() else None
 
 
-def build_argv(recipe: Recipe, variant: str, ca: Path | None, no_cache: bool) -> list[str]:
-    """The docker build command (BuildKit: the CA is a secret, never a layer)."""
+@dataclass(frozen=True)
+class Options:
+    ca_cert: Path | None = None  # CA bundle override (else KIT_CA_CERT, else the host's)
+    no_cache: bool = False
+    cache_from: tuple[str, ...] = ()  # images whose layers may be reused (CI caches)
+
+
+def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> list[str]:
+    """The docker build command (BuildKit: the CA is a secret, never a layer). Images
+    carry inline cache metadata, so a later build can reuse them with --cache-from."""
     argv = [
         engine.docker(),
         "build",
@@ -43,12 +52,16 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, no_cache: bool) ->
         argv += ["--secret", f"id=cacert,src={ca}"]
     if os.environ.get("PIP_INDEX_URL"):
         argv += ["--build-arg", f"KIT_PIP_INDEX_URL={os.environ['PIP_INDEX_URL']}"]
-    if no_cache:
+    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    for ref in opts.cache_from:
+        argv += ["--cache-from", ref]
+    if opts.no_cache:
         argv.append("--no-cache")
     return [*argv, str(repo_root())]
 
 
-def build(recipe: Recipe, variant: str, ca_cert: Path | None = None, no_cache: bool = False) -> str:
+def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
+    opts = opts or Options()
     if variant not in recipe.variants:
         raise KitError(
             f"image '{recipe.name}' has no variant '{variant}' (has: {', '.join(recipe.variants)})"
@@ -62,7 +75,7 @@ def build(recipe: Recipe, variant: str, ca_cert: Path | None = None, no_cache: b
         )
     t0 = time.monotonic()
     stream(
-        build_argv(recipe, variant, ca_bundle(ca_cert), no_cache),
+        build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts),
         "docker build",
         env={**os.environ, "DOCKER_BUILDKIT": "1"},
     )

@@ -72,7 +72,7 @@ def cmd_build(a: argparse.Namespace) -> None:
 
     r = recipes.load(a.image)
     formats = convert.parse_formats(a.to) if a.to else []
-    build.build(r, a.variant, a.ca_cert, a.no_cache)
+    build.build(r, a.variant, build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from)))
     if formats:
         convert.convert(r, a.variant, formats)
 
@@ -83,6 +83,12 @@ def cmd_convert(a: argparse.Namespace) -> None:
     r = recipes.load(a.image)
     art = convert.convert(r, a.variant, convert.parse_formats(a.to))
     print(art.dir)
+
+
+def cmd_pull(a: argparse.Namespace) -> None:
+    from . import pull, recipes
+
+    pull.pull(recipes.load(a.image), a.variant, a.ref)
 
 
 def _ints(flag: str, spec: str) -> list[int]:
@@ -200,6 +206,13 @@ def parser() -> argparse.ArgumentParser:
         help="CA bundle for TLS inside the build (default: the host's bundle)",
     )
     s.add_argument("--no-cache", action="store_true", help="ignore the layer cache")
+    s.add_argument(
+        "--cache-from",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="reuse layers of this earlier build (e.g. one loaded from a CI cache); repeatable",
+    )
     s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
     s.set_defaults(func=cmd_build)
 
@@ -214,6 +227,22 @@ def parser() -> argparse.ArgumentParser:
         "charliecloud (same squashfs), docker-archive; comma-separated",
     )
     s.set_defaults(func=cmd_convert)
+
+    s = sub.add_parser(
+        "pull",
+        help="fetch a published image as a SIF (Apptainer, no Docker needed)",
+        description="Build IMAGE's SIF with Apptainer from a published reference; "
+        "`kit run --runtime singularity` then uses it when there is no local Docker image.",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument(
+        "--ref",
+        required=True,
+        help="registry reference (REGISTRY/OWNER/kit-IMAGE:VERSION-VARIANT) or Apptainer "
+        "source URI (docker://…, docker-archive://…, oras://…)",
+    )
+    s.add_argument("--variant", default="cpu")
+    s.set_defaults(func=cmd_pull)
 
     s = sub.add_parser(
         "run",

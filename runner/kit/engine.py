@@ -66,6 +66,14 @@ def inspect(ref: str) -> dict | None:
     return json.loads(p.stdout)[0]
 
 
+def has_image(ref: str) -> bool:
+    """Whether an engine answers here and holds ref; never raises (for fallbacks)."""
+    try:
+        return inspect(ref) is not None
+    except KitError:
+        return False
+
+
 def image_id(ref: str) -> str:
     """The image's content digest (sha256:...), the key every cached conversion is filed under."""
     info = inspect(ref)

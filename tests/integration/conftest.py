@@ -16,8 +16,10 @@ IMAGE = "pytorch-mpich"
 RUNTIMES = "native,docker,singularity,charliecloud"
 
 
-def kit(*args: str, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
-    p = subprocess.run(["kit", *args], capture_output=True, text=True, timeout=timeout)
+def kit(
+    *args: str, check: bool = True, timeout: float = 1800, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    p = subprocess.run(["kit", *args], capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         pytest.fail(f"kit {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}")
     return p

@@ -186,3 +186,51 @@ def test_timeout_leaves_nothing(built, tmp_path):
     )
     assert [r["status"] for r in records(out)] == ["timeout"] * 3
     assert leftovers() == []
+
+
+def test_ci_smoke_script_on_the_built_image(built, tmp_path):
+    """What the images workflow runs after each build."""
+    repo = Path(__file__).resolve().parents[2]
+    p = subprocess.run(
+        [str(repo / "ci" / "smoke"), IMAGE, "cpu", str(tmp_path / "smoke")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("smoke ok: pytorch-mpich") == 2
+
+
+def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
+    """A cluster with Apptainer and no Docker: kit pull a published image, then kit run.
+    The 'registry' here is the docker-save archive; KIT_DOCKER points nowhere."""
+    env = {
+        **os.environ,
+        "KIT_CACHE": str(tmp_path / "cache"),
+        "KIT_DOCKER": str(tmp_path / "no-docker"),
+    }
+    out = tmp_path / "pulled-run"
+    fail = kit("run", IMAGE, "--runtime", "singularity", "--out", str(out), check=False, env=env)
+    assert fail.returncode == 2 and "kit pull pytorch-mpich --ref" in fail.stderr
+    kit("pull", IMAGE, "--ref", f"docker-archive://{built['dir'] / 'image.tar'}", env=env)
+    kit(
+        "run",
+        IMAGE,
+        "--runtime",
+        "singularity",
+        "--np",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup-trials",
+        "0",
+        "--steps",
+        "5",
+        "--out",
+        str(out),
+        env=env,
+    )
+    (rec,) = records(out)
+    assert rec["status"] == "ok", rec["output_tail"]
+    assert rec["image_digest"].startswith("sif-sha256:")
+    assert rec["image_ref"] == str(tmp_path / "cache" / "pulled" / IMAGE / "1.0.0-cpu.sif")

@@ -1,6 +1,10 @@
-"""Apptainer (Singularity): the SIF converted from the Docker image, hybrid MPI model."""
+"""Apptainer (Singularity): the SIF converted from the Docker image, hybrid MPI model.
 
-from .. import convert
+Without a local image (a cluster with no Docker), the SIF made by `kit pull` is used.
+"""
+
+from .. import convert, engine, pull
+from ..errors import KitError
 from ..recipes import Recipe
 from . import base
 from .base import Job, Prepared, Runtime
@@ -18,8 +22,18 @@ class Apptainer(Runtime):
     env = base.UCX_SHM
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        art = convert.convert(recipe, variant, ["singularity"])
-        return Prepared(str(art.sif), art.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        if engine.has_image(recipe.tag(variant)):
+            art = convert.convert(recipe, variant, ["singularity"])
+            return Prepared(str(art.sif), art.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        got = pull.pulled(recipe, variant)
+        if got is None:
+            raise KitError(
+                f"no local image {recipe.tag(variant)} and no pulled SIF; build it "
+                f"(kit build {recipe.name}) or fetch a published one "
+                f"(kit pull {recipe.name} --ref REGISTRY/OWNER/kit-{recipe.name}:"
+                f"{recipe.version}-{variant})"
+            )
+        return Prepared(str(got.sif), got.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return [self.tool, "exec", *job.extra, prep.ref, *job.program]

@@ -1,0 +1,56 @@
+"""`kit pull`: a published image as a SIF, for clusters with Apptainer and no Docker.
+
+The SIF is filed per recipe version and variant with the reference it came
+from and its own SHA-256, which trial records then carry as the image digest.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import KitError
+from .paths import cache_dir
+from .proc import stream, which
+from .recipes import Recipe
+
+
+@dataclass(frozen=True)
+class Pulled:
+    sif: Path
+    ref: str
+    digest: str
+
+
+def _path(recipe: Recipe, variant: str) -> Path:
+    return cache_dir() / "pulled" / recipe.name / f"{recipe.version}-{variant}.sif"
+
+
+def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
+    """Build the SIF from ref (a registry reference, or any Apptainer source URI)."""
+    if variant not in recipe.variants:
+        raise KitError(f"image '{recipe.name}' has no variant '{variant}'")
+    apptainer = which("apptainer", "install Apptainer (on this kind of machine: ci/provision)")
+    source = ref if "://" in ref else f"docker://{ref}"
+    sif = _path(recipe, variant)
+    sif.parent.mkdir(parents=True, exist_ok=True)
+    tmp = sif.with_suffix(".sif.part")
+    stream([apptainer, "build", "--force", str(tmp), source], "apptainer build")
+    h = hashlib.sha256()
+    with tmp.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    digest = f"sif-sha256:{h.hexdigest()}"
+    sif.with_suffix(".json").write_text(json.dumps({"ref": source, "digest": digest}) + "\n")
+    tmp.rename(sif)
+    print(f"pulled {source} -> {sif}")
+    return Pulled(sif, source, digest)
+
+
+def pulled(recipe: Recipe, variant: str) -> Pulled | None:
+    """The SIF `kit pull` made for this recipe version and variant, if any."""
+    sif = _path(recipe, variant)
+    if not sif.is_file():
+        return None
+    meta = json.loads(sif.with_suffix(".json").read_text())
+    return Pulled(sif, meta["ref"], meta["digest"])
