@@ -3,9 +3,12 @@
 Rounds interleave runtimes in a seeded random order, so slow drift on the host
 (thermal, page cache, a neighbour's job) falls on every runtime alike, and the
 first round(s) are warm-up trials, recorded but flagged and left out of reports.
+The campaign's settings are saved beside its results, so `--resume` can run
+exactly the trials that have not finished.
 """
 
 import dataclasses
+import json
 import os
 import platform
 import random
@@ -25,6 +28,8 @@ from .runtimes import Job, Runtime
 from .runtimes.base import first_line, user_env
 
 BENCHES = {"torch-cnn": "torch_cnn.py"}
+SPEC_FILE = "campaign.json"
+FINISHED = ("ok", "failed")  # a timeout or an interrupted trial runs again on --resume
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,38 @@ def plan(
     return out
 
 
+def start(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
+    """The campaign id, and the plan indices already finished (with --resume)."""
+    spec = json.loads(json.dumps(spec))
+    path = out_dir / SPEC_FILE
+    if not resume:
+        if (out_dir / results.FILE).exists():
+            raise KitError(
+                f"{out_dir} already holds trials; pass --resume to continue that campaign "
+                "or choose another --out"
+            )
+        campaign = uuid.uuid4().hex[:8]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"campaign": campaign, **spec}, indent=2) + "\n")
+        return campaign, set()
+    if not path.is_file():
+        raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
+    saved = json.loads(path.read_text())
+    campaign = saved.pop("campaign")
+    changed = sorted(k for k in spec.keys() | saved.keys() if spec.get(k) != saved.get(k))
+    if changed:
+        raise KitError(
+            f"--resume must repeat the campaign's options; these differ from {path}: "
+            + ", ".join(changed)
+        )
+    done = {
+        r["index"]
+        for r in results.load(out_dir)
+        if r.get("campaign") == campaign and r.get("status") in FINISHED
+    }
+    return campaign, done
+
+
 def host_info() -> dict:
     cpu = "unknown"
     try:
@@ -99,6 +136,8 @@ def execute(
     trials: list[Planned],
     out_dir: Path,
     opts: Options,
+    campaign: str,
+    done: set[int],
 ) -> None:
     for p in trials:
         if p.config.bench not in recipe.benchmarks:
@@ -119,11 +158,15 @@ def execute(
     versions = {rt.name: rt.version() for rt in runtimes}
     mpirun_version = first_line([mpirun, "--version"]) if shutil.which(mpirun) else "none"
     host = host_info()
-    campaign = uuid.uuid4().hex[:8]
     env = user_env()
-    print(f"campaign {campaign}: {len(trials)} trials -> {out_dir / results.FILE}", file=sys.stderr)
+    todo = [(i, p) for i, p in enumerate(trials) if i not in done]
+    print(
+        f"campaign {campaign}: {len(todo)} of {len(trials)} trials to run "
+        f"-> {out_dir / results.FILE}",
+        file=sys.stderr,
+    )
     t_start = time.monotonic()
-    for i, p in enumerate(trials):
+    for n, (i, p) in enumerate(todo):
         rt, prep, c = by_name[p.runtime], prepared[p.runtime], p.config
         name = f"kit-{campaign}-{i}"
         program = [
@@ -176,7 +219,7 @@ def execute(
             "output_tail": outcome.output_tail if outcome.status != "ok" else "",
         }
         results.append(out_dir, record)
-        _progress(i + 1, len(trials), record, time.monotonic() - t_start)
+        _progress(n + 1, len(todo), record, time.monotonic() - t_start)
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
 

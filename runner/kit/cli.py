@@ -1,6 +1,7 @@
 """The `kit` command line: one subcommand per pipeline stage."""
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -139,12 +140,27 @@ def cmd_run(a: argparse.Namespace) -> None:
                 f"np={c.ranks}{' warm-up' if t.warmup else ''}"
             )
         return
+    if a.resume and a.out is None:
+        raise KitError("--resume needs --out DIR, the campaign to continue")
     out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
     opts = campaign.Options(
         a.steps, a.warmup_steps, a.timeout, a.mpirun, _runtime_args(a.runtime_arg)
     )
+    spec = {
+        "image": r.name,
+        "recipe_version": r.version,
+        "variant": a.variant,
+        "runtimes": [rt.name for rt in chosen],
+        "configs": [dataclasses.asdict(c) for c in configs],
+        "repeats": a.repeats,
+        "warmup_trials": a.warmup_trials,
+        "seed": a.seed,
+        "steps": a.steps,
+        "warmup_steps": a.warmup_steps,
+    }
     signal.signal(signal.SIGTERM, _interrupt)
-    campaign.execute(r, a.variant, chosen, trials, out, opts)
+    campaign_id, done = campaign.start(out, spec, a.resume)
+    campaign.execute(r, a.variant, chosen, trials, out, opts, campaign_id, done)
     print(out)
 
 
@@ -287,6 +303,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--variant", default="cpu")
     s.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
     s.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    s.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the campaign in --out (same options): run only trials not yet finished",
+    )
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("report", help="overhead table (Markdown) from a results directory")

@@ -234,3 +234,37 @@ def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
     assert rec["status"] == "ok", rec["output_tail"]
     assert rec["image_digest"].startswith("sif-sha256:")
     assert rec["image_ref"] == str(tmp_path / "cache" / "pulled" / IMAGE / "1.0.0-cpu.sif")
+
+
+def test_kill_9_then_resume_loses_no_finished_trial(built, tmp_path):
+    out = tmp_path / "resume"
+    args = [
+        "run",
+        IMAGE,
+        "--runtime",
+        "native",
+        "--repeats",
+        "4",
+        "--warmup-trials",
+        "0",
+        "--steps",
+        "200",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(["kit", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = out / "trials.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and log.read_text().count("\n") >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.kill()  # SIGKILL: no clean-up, no last record
+    proc.wait()
+    before = records(out)
+    assert 2 <= len(before) < 4 and all(r["status"] == "ok" for r in before)
+    time.sleep(3)  # the orphaned trial finishes on its own
+    kit(*args, "--resume")
+    after = records(out)
+    assert sorted(r["index"] for r in after) == [0, 1, 2, 3]
+    assert after[: len(before)] == before
+    assert len({r["campaign"] for r in after}) == 1
