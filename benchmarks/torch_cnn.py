@@ -49,7 +49,7 @@ def mpi_library() -> str:
         mpi4py.rc.initialize = False
         from mpi4py import MPI
 
-        return MPI.Get_library_version().strip().splitlines()[0]
+        return " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
     except ImportError:
         return "none"
 
@@ -172,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         ranks = [None] * size
         dist.all_gather_object(ranks, mine)
         dist.barrier()
-        dist.destroy_process_group()
+        # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
+        # deadlock (it waits for the group's mutex holding the GIL, while a worker
+        # holding the mutex waits for the GIL to free a tensor). The process leaves
+        # through os._exit below, so nothing is torn down.
         from mpi4py import MPI
 
-        MPI.COMM_WORLD.Barrier()  # every rank leaves Gloo before any finalizes MPI
+        MPI.COMM_WORLD.Barrier()
         MPI.Finalize()
     if rank != 0:
         return 0
@@ -216,7 +219,6 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Interpreter teardown after a Gloo job can block for ever in torch's store
-    # threads once peers are gone (seen with torch 1.13 on rank 0); everything is
-    # measured and written by now, so leave without it.
+    # Interpreter teardown would run the Gloo group's destructor, which can deadlock
+    # (see main); everything is measured and written by now, so leave without it.
     os._exit(code)

@@ -50,7 +50,7 @@ class Planned:
 
 @dataclass(frozen=True)
 class Options:
-    steps: int = 20
+    steps: int = 100
     warmup_steps: int = 5
     timeout: float = 600.0
     mpirun: str | None = None

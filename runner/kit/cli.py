@@ -288,7 +288,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--warmup-trials", type=int, default=1, help="discarded rounds first (default: %(default)s)"
     )
-    s.add_argument("--steps", type=int, default=20, help="timed steps per trial")
+    s.add_argument(
+        "--steps", type=int, default=100, help="timed steps per trial (default: %(default)s)"
+    )
     s.add_argument("--warmup-steps", type=int, default=5, help="untimed steps per trial")
     s.add_argument("--seed", type=int, default=0, help="seed of the interleaving order")
     s.add_argument("--timeout", type=float, default=600, help="seconds per trial")
