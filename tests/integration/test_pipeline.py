@@ -17,6 +17,36 @@ TAG = "kit/pytorch-mpich:1.0.0-cpu"
 LEFTOVER = ("squashfuse", "mpirun", "hydra_pmi_proxy", "ch-run", "torch_cnn", "starter")
 
 
+def run_args(
+    runtimes: str,
+    out: Path,
+    *,
+    np: str = "2",
+    repeats: str = "1",
+    steps: str = "10",
+    timeout: str = "300",
+) -> list[str]:
+    """`kit run` arguments for a short campaign without warm-up trials."""
+    return [
+        "run",
+        IMAGE,
+        "--runtime",
+        runtimes,
+        "--np",
+        np,
+        "--repeats",
+        repeats,
+        "--warmup-trials",
+        "0",
+        "--steps",
+        steps,
+        "--timeout",
+        timeout,
+        "--out",
+        str(out),
+    ]
+
+
 def docker(*args: str) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
 
@@ -87,24 +117,7 @@ def test_shifter_image_is_flattened_root_with_metadata(built):
 
 def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
     out = tmp_path / "run"
-    kit(
-        "run",
-        IMAGE,
-        "--runtime",
-        RUNTIMES,
-        "--np",
-        "1,2",
-        "--repeats",
-        "1",
-        "--warmup-trials",
-        "0",
-        "--steps",
-        "10",
-        "--timeout",
-        "300",
-        "--out",
-        str(out),
-    )
+    kit(*run_args(RUNTIMES, out, np="1,2"))
     recs = records(out)
     assert len(recs) == 8
     assert {(r["runtime"], r["ranks"]) for r in recs} == {
@@ -127,23 +140,7 @@ def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
 def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path):
     out = tmp_path / "int"
     proc = subprocess.Popen(
-        [
-            "kit",
-            "run",
-            IMAGE,
-            "--runtime",
-            "docker,singularity,charliecloud",
-            "--np",
-            "2",
-            "--repeats",
-            "2",
-            "--warmup-trials",
-            "0",
-            "--steps",
-            "300",
-            "--out",
-            str(out),
-        ],
+        ["kit", *run_args("docker,singularity,charliecloud", out, repeats="2", steps="300")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -166,24 +163,7 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path):
 
 def test_timeout_leaves_nothing(built, tmp_path):
     out = tmp_path / "timeout"
-    kit(
-        "run",
-        IMAGE,
-        "--runtime",
-        "singularity,charliecloud,docker",
-        "--np",
-        "2",
-        "--repeats",
-        "1",
-        "--warmup-trials",
-        "0",
-        "--steps",
-        "1000000",
-        "--timeout",
-        "15",
-        "--out",
-        str(out),
-    )
+    kit(*run_args("singularity,charliecloud,docker", out, steps="1000000", timeout="15"))
     assert [r["status"] for r in records(out)] == ["timeout"] * 3
     assert leftovers() == []
 
@@ -213,23 +193,7 @@ def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
     fail = kit("run", IMAGE, "--runtime", "singularity", "--out", str(out), check=False, env=env)
     assert fail.returncode == 2 and "kit pull pytorch-mpich --ref" in fail.stderr
     kit("pull", IMAGE, "--ref", f"docker-archive://{built['dir'] / 'image.tar'}", env=env)
-    kit(
-        "run",
-        IMAGE,
-        "--runtime",
-        "singularity",
-        "--np",
-        "2",
-        "--repeats",
-        "1",
-        "--warmup-trials",
-        "0",
-        "--steps",
-        "5",
-        "--out",
-        str(out),
-        env=env,
-    )
+    kit(*run_args("singularity", out, steps="5"), env=env)
     (rec,) = records(out)
     assert rec["status"] == "ok", rec["output_tail"]
     assert rec["image_digest"].startswith("sif-sha256:")
@@ -238,20 +202,7 @@ def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
 
 def test_kill_9_then_resume_loses_no_finished_trial(built, tmp_path):
     out = tmp_path / "resume"
-    args = [
-        "run",
-        IMAGE,
-        "--runtime",
-        "native",
-        "--repeats",
-        "4",
-        "--warmup-trials",
-        "0",
-        "--steps",
-        "200",
-        "--out",
-        str(out),
-    ]
+    args = run_args("native", out, np="1", repeats="4", steps="200")
     proc = subprocess.Popen(["kit", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = out / "trials.jsonl"
     deadline = time.monotonic() + 300
