@@ -24,7 +24,7 @@ class Apptainer(Runtime):
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         if engine.has_image(recipe.tag(variant)):
             art = convert.convert(recipe, variant, ["singularity"])
-            return Prepared(str(art.sif), art.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+            return base.in_image(str(art.sif), art.digest)
         got = pull.pulled(recipe, variant)
         if got is None:
             raise KitError(
@@ -33,7 +33,7 @@ class Apptainer(Runtime):
                 f"(kit pull {recipe.name} --ref REGISTRY/OWNER/kit-{recipe.name}:"
                 f"{recipe.version}-{variant})"
             )
-        return Prepared(str(got.sif), got.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        return base.in_image(str(got.sif), got.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return [self.tool, "exec", *job.extra, prep.ref, *job.program]

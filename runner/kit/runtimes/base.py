@@ -11,7 +11,7 @@ from ..blocks import PYTHON as IMAGE_PYTHON
 from ..errors import KitError
 from ..recipes import Recipe
 
-__all__ = ["IMAGE_BENCH", "IMAGE_PYTHON", "Job", "Prepared", "Runtime"]
+__all__ = ["Job", "Prepared", "Runtime", "in_image"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,11 @@ class Prepared:
     digest: str
     python: str
     bench_dir: str
+
+
+def in_image(ref: str, digest: str) -> Prepared:
+    """A container image: the benchmarks run with the image's own python and copies."""
+    return Prepared(ref, digest, IMAGE_PYTHON, IMAGE_BENCH)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class Charliecloud(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         art = convert.convert(recipe, variant, ["shifter"])
-        return Prepared(str(art.squashfs), art.digest, base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        return base.in_image(str(art.squashfs), art.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return [self.tool, *job.extra, prep.ref, "--", *job.program]

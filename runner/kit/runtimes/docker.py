@@ -34,7 +34,7 @@ class Docker(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         tag = recipe.tag(variant)
-        return Prepared(tag, engine.image_id(tag), base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        return base.in_image(tag, engine.image_id(tag))
 
     def command(self, prep: Prepared, job: Job) -> list[str]:
         argv = [

@@ -25,7 +25,7 @@ class Shifter(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         tag = recipe.tag(variant)
-        return Prepared(tag, engine.image_id(tag), base.IMAGE_PYTHON, base.IMAGE_BENCH)
+        return base.in_image(tag, engine.image_id(tag))
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return [self.tool, f"--image=docker:{prep.ref}", *job.extra, "--", *job.program]
