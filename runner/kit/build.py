@@ -62,10 +62,7 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
 
 def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     opts = opts or Options()
-    if variant not in recipe.variants:
-        raise KitError(
-            f"image '{recipe.name}' has no variant '{variant}' (has: {', '.join(recipe.variants)})"
-        )
+    recipe.check_variant(variant)
     engine.server_version()
     render.check([recipe])
     base = base_tag(recipe.distro)

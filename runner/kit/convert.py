@@ -20,6 +20,7 @@ from .paths import cache_dir
 from .proc import stream, which
 from .recipes import Recipe
 
+APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
 FORMATS = {
     "singularity": "singularity",
     "apptainer": "singularity",
@@ -100,7 +101,7 @@ def _save(tag: str, art: Artifacts) -> None:
 
 
 def _sif(tag: str, art: Artifacts) -> None:
-    apptainer = which("apptainer", "install Apptainer (on this kind of machine: ci/provision)")
+    apptainer = which("apptainer", APPTAINER_FIX)
     tmp = art.sif.with_suffix(".sif.part")
     stream(
         [apptainer, "build", "--force", str(tmp), f"docker-archive://{art.tar}"], "apptainer build"

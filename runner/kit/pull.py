@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KitError
+from .convert import APPTAINER_FIX
 from .paths import cache_dir
 from .proc import stream, which
 from .recipes import Recipe
@@ -28,9 +28,8 @@ def _path(recipe: Recipe, variant: str) -> Path:
 
 def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
     """Build the SIF from ref (a registry reference, or any Apptainer source URI)."""
-    if variant not in recipe.variants:
-        raise KitError(f"image '{recipe.name}' has no variant '{variant}'")
-    apptainer = which("apptainer", "install Apptainer (on this kind of machine: ci/provision)")
+    recipe.check_variant(variant)
+    apptainer = which("apptainer", APPTAINER_FIX)
     source = ref if "://" in ref else f"docker://{ref}"
     sif = _path(recipe, variant)
     sif.parent.mkdir(parents=True, exist_ok=True)

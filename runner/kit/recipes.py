@@ -74,6 +74,12 @@ class Recipe:
             main.append("--no-binary=" + ",".join(self.pip_from_source))
         return [*steps, main + list(self.pip)]
 
+    def check_variant(self, variant: str) -> None:
+        if variant not in self.variants:
+            raise KitError(
+                f"image '{self.name}' has no variant '{variant}' (has: {', '.join(self.variants)})"
+            )
+
     @property
     def all_apt(self) -> tuple[str, ...]:
         """Every apt pin, the image's and the native environment's alike."""

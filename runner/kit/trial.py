@@ -142,7 +142,6 @@ def run(
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
-            text=True,
             start_new_session=True,
         )
         tree = Tree(proc.pid)

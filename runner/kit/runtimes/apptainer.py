@@ -13,7 +13,7 @@ from .base import Job, Prepared, Runtime
 class Apptainer(Runtime):
     name = "singularity"
     tool = "apptainer"
-    fix = "install Apptainer (on this kind of machine: ci/provision)"
+    fix = convert.APPTAINER_FIX
     settings = (
         "apptainer exec with its default binds ($HOME, /tmp, $PWD) and host network",
         base.UCX_SHM_NOTE,
