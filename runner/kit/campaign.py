@@ -27,7 +27,7 @@ from .recipes import Recipe
 from .runtimes import Job, Runtime
 from .runtimes.base import first_line, user_env
 
-BENCHES = {"torch-cnn": "torch_cnn.py"}
+BENCHES = {"torch-cnn": "torch_cnn.py", "caffe2-cnn": "caffe2_cnn.py"}
 SPEC_FILE = "campaign.json"
 FINISHED = ("ok", "failed")  # a timeout or an interrupted trial runs again on --resume
 
@@ -151,11 +151,11 @@ def execute(
             f"more than one rank needs '{mpirun}' on PATH; install "
             f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
         )
-    by_name = {rt.name: rt for rt in runtimes}
+    by_arm = {rt.arm: rt for rt in runtimes}
     for rt in runtimes:
         rt.check()
-    prepared = {rt.name: rt.prepare(recipe, variant) for rt in runtimes}
-    versions = {rt.name: rt.version() for rt in runtimes}
+    prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
+    versions = {rt.arm: rt.version() for rt in runtimes}
     mpirun_version = first_line([mpirun, "--version"]) if shutil.which(mpirun) else "none"
     host = host_info()
     env = user_env()
@@ -167,7 +167,7 @@ def execute(
     )
     t_start = time.monotonic()
     for n, (i, p) in enumerate(todo):
-        rt, prep, c = by_name[p.runtime], prepared[p.runtime], p.config
+        rt, prep, c = by_arm[p.runtime], prepared[p.runtime], p.config
         name = f"kit-{campaign}-{i}"
         program = [
             prep.python,
@@ -183,7 +183,7 @@ def execute(
             "--launch-time",
             f"{time.time():.6f}",
         ]
-        job = Job(program, c.ranks, mpirun, name, opts.runtime_args.get(rt.name, []))
+        job = Job(program, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []))
         argv = rt.command(prep, job)
         started = datetime.now(UTC).isoformat(timespec="seconds")
         outcome = trial.run(
@@ -195,9 +195,11 @@ def execute(
             "index": i,
             "warmup": p.warmup,
             "repeat": p.repeat,
-            "runtime": rt.name,
-            "runtime_version": versions[rt.name],
+            "runtime": rt.arm,
+            "runtime_kind": rt.name,
+            "runtime_version": versions[rt.arm],
             "runtime_settings": list(rt.settings),
+            "runtime_args": job.extra,
             "launcher": rt.launcher(c.ranks),
             "mpirun": mpirun_version if c.ranks > 1 else None,
             "ranks": c.ranks,
@@ -229,10 +231,12 @@ def _progress(done: int, total: int, record: dict, elapsed: float) -> None:
     r = record["result"]
     figure = f"{r['images_per_sec']:.1f} images/s" if r else record["status"].upper()
     tag = " (warm-up)" if record["warmup"] else ""
+    filled = round(20 * done / total)
     print(
-        f"[{done}/{total}] {record['runtime']:<12} np={record['ranks']} "
+        f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} {record['runtime']:<12} "
+        f"np={record['ranks']} "
         f"{record['model']} bs={record['batch_size']}: {figure}{tag} "
-        f"in {record['wall_s']:.1f} s; ETA {eta:.0f} s",
+        f"in {record['wall_s']:.1f} s; ETA {eta // 60:.0f} min {eta % 60:02.0f} s",
         file=sys.stderr,
         flush=True,
     )

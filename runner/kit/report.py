@@ -1,106 +1,263 @@
-"""`kit report`: the overhead table from a results directory (Markdown)."""
+"""`kit report`: one analysis rendered as Markdown, CSV, JSON or a self-contained HTML page."""
 
-from collections import defaultdict
+import csv
+import dataclasses
+import html
+import io
+import json
 from pathlib import Path
 
-from . import results, stats
-from .errors import KitError
+from . import analysis, plots, stats
+from .analysis import REFERENCE, Analysis, Arm, Key
 
-MIN_N = 6  # fewest trials for a 95% order-statistic interval of a median
-REFERENCE = "native"
+FORMATS = ("md", "csv", "json", "html")
+
+NOTES = (
+    "Intervals: order statistics for medians; seeded percentile bootstrap for the "
+    "ratio of medians (and for scaling efficiency). † fewer trials than the interval "
+    "needs: the range shown is min to max. 'Detectable' is the smallest difference "
+    f"this campaign's own spread would reveal with {stats.POWER:.0%} power: "
+    "'no significant difference' means no difference larger than that. Start-up is "
+    "launch to first finished step, reported apart from throughput. Scaling "
+    "efficiency is throughput at N ranks over N times one rank's (per-rank batch "
+    "size fixed)."
+)
 
 
-def _fmt(iv: stats.Interval, digits: int) -> str:
+def _iv(iv: stats.Interval | None, digits: int) -> str:
+    if iv is None:
+        return "n/a"
     mark = "" if iv.coverage >= 0.95 else "†"
     return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
 
 
-def markdown(out_dir: Path) -> str:
-    records = results.load(out_dir)
-    if not records:
-        raise KitError(
-            f"no trial records in {out_dir / results.FILE}; run 'kit run ... --out {out_dir}' first"
-        )
-    measured = [r for r in records if not r["warmup"]]
-    ok = [r for r in measured if r["status"] == "ok"]
-    lines = [
-        f"# kit report: {out_dir}",
-        "",
-        f"{len(records)} trials: {len(ok)} ok, {len(measured) - len(ok)} not ok, "
-        f"{len(records) - len(measured)} warm-up (discarded). "
-        f"Host: {records[0]['host']['cpu_model']}, {records[0]['host']['cores']} cores, "
-        f"kernel {records[0]['host']['kernel']}.",
-        "",
+def _ratio(arm: Arm) -> str:
+    if arm.runtime == REFERENCE:
+        return "1 (reference)"
+    return _iv(arm.ratio, 3) if arm.ratio else "n/a"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"±{100 * x:.1f}%"
+
+
+def _title(k: Key) -> str:
+    return f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
+
+
+COLUMNS = [
+    "runtime",
+    "n",
+    "images/s median [CI]",
+    f"vs {REFERENCE} [CI]",
+    "detectable",
+    "verdict",
+    "start-up s [CI]",
+    "peak RSS MB",
+    "framework",
+    "MPI library",
+]
+
+
+def _row(arm: Arm) -> list[str]:
+    return [
+        arm.runtime,
+        str(arm.n),
+        _iv(arm.rate, 1),
+        _ratio(arm),
+        _pct(arm.detectable),
+        arm.verdict,
+        _iv(arm.startup, 2),
+        f"{arm.peak_rss_mb:.0f}",
+        arm.framework,
+        arm.mpi,
     ]
-    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in ok:
-        key = (r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"])
-        groups[key][r["runtime"]].append(r)
-    for (image, bench, model, bs, ranks), by_rt in sorted(groups.items()):
-        lines += [
-            f"## {image} · {bench} · {model} · batch {bs} · {ranks} rank(s)",
-            "",
-            "| runtime | n | images/s median [95% CI] | vs native [95% CI] | verdict "
-            "| start-up s median [95% CI] | framework | MPI library |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        ref = [r["result"]["images_per_sec"] for r in by_rt.get(REFERENCE, [])]
-        versions = {
-            (r["result"]["framework_version"], r["result"]["mpi_library"])
-            for rs in by_rt.values()
-            for r in rs
-        }
-        for rt in sorted(by_rt, key=lambda n: (n != REFERENCE, n)):
-            rs = by_rt[rt]
-            rate = [r["result"]["images_per_sec"] for r in rs]
-            start = [r["result"]["startup_s"] for r in rs]
-            if rt == REFERENCE:
-                ratio, verdict = "1 (reference)", ""
-            elif ref:
-                iv = stats.ratio_ci(rate, ref)
-                ratio = f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
-                verdict = (
-                    stats.verdict(iv)
-                    if min(len(rate), len(ref)) >= MIN_N
-                    else f"too few trials (need {MIN_N})"
-                )
-            else:
-                ratio, verdict = "no native trials", ""
-            fw, mpi = rs[-1]["result"]["framework_version"], rs[-1]["result"]["mpi_library"]
-            lines.append(
-                f"| {rt} | {len(rs)} | {_fmt(stats.median_ci(rate), 1)} | {ratio} | "
-                f"{verdict} | {_fmt(stats.median_ci(start), 2)} | {fw} | {mpi} |"
-            )
-        if len(versions) > 1:
-            lines += [
-                "",
-                "**Software differs between runtimes in this group; the ratios "
-                "compare different software:** "
-                + "; ".join(f"{fw} / {mpi}" for fw, mpi in sorted(versions)),
-            ]
-        lines.append("")
-    failed = [r for r in measured if r["status"] != "ok"]
-    if failed:
-        lines += ["## Trials that did not finish", ""]
-        lines += [
-            f"- #{r['index']} {r['runtime']} np={r['ranks']} {r['model']} "
-            f"bs={r['batch_size']}: {r['status']} (exit {r['exit_code']})"
-            for r in failed
-        ]
-        lines.append("")
-    lines += ["## Runtimes", ""]
-    seen: dict[str, dict] = {}
-    for r in records:
-        seen.setdefault(r["runtime"], r)
-    for rt, r in seen.items():
-        settings = "; ".join(r["runtime_settings"]) or "defaults"
-        lines.append(f"- **{rt}** ({r['runtime_version']}): {settings}")
-    lines += [
-        "",
-        "Intervals: order statistics for medians; seeded percentile bootstrap for "
-        "the ratio of medians. † fewer trials than a 95% interval needs: the range "
-        "shown is min to max. Start-up is launch to first finished step, reported apart "
-        "from throughput.",
-        "",
+
+
+def _header(a: Analysis) -> str:
+    h = a.host
+    return (
+        f"{a.trials} trials: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
+        f"(discarded). Host: {h['cpu_model']}, {h['cores']} cores, kernel {h['kernel']}. "
+        f"Confidence {a.confidence:.0%}."
+    )
+
+
+def _failed(a: Analysis) -> list[str]:
+    return [
+        f"#{r['index']} {r['runtime']} np={r['ranks']} {r['model']} bs={r['batch_size']}: "
+        f"{r['status']} (exit {r['exit_code']})"
+        for r in a.not_ok
     ]
+
+
+def _runtimes(a: Analysis) -> list[str]:
+    return [
+        f"{rt} ({v['version']}): {'; '.join(v['settings']) or 'defaults'}"
+        + (f"; passed through: {' '.join(v['args'])}" if v["args"] else "")
+        for rt, v in a.runtimes.items()
+    ]
+
+
+def _scaling_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.key.image,
+            s.key.model,
+            str(s.key.batch_size),
+            str(s.key.ranks),
+            s.runtime,
+            _iv(s.efficiency, 3),
+        ]
+        for s in a.scaling
+    ]
+
+
+SCALING_COLUMNS = ["image", "model", "batch", "ranks", "runtime", "efficiency [CI]"]
+
+
+def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def markdown(a: Analysis) -> str:
+    lines = [f"# kit report: {a.out_dir}", "", _header(a), ""]
+    for g in a.groups:
+        lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
+    if a.scaling:
+        lines += ["## Scaling efficiency", "", *_md_table(SCALING_COLUMNS, _scaling_rows(a)), ""]
+    if a.not_ok:
+        lines += ["## Trials that did not finish", "", *(f"- {x}" for x in _failed(a)), ""]
+    lines += ["## Runtimes", "", *(f"- {x}" for x in _runtimes(a)), "", NOTES, ""]
     return "\n".join(lines)
+
+
+def _csv(a: Analysis) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "image",
+            "bench",
+            "model",
+            "batch_size",
+            "ranks",
+            "runtime",
+            "n",
+            "images_per_sec",
+            "images_per_sec_low",
+            "images_per_sec_high",
+            "ratio",
+            "ratio_low",
+            "ratio_high",
+            "detectable",
+            "verdict",
+            "startup_s",
+            "peak_rss_mb",
+            "framework",
+            "mpi_library",
+        ]
+    )
+    for g in a.groups:
+        k = g.key
+        for x in g.arms:
+            r = x.ratio
+            w.writerow(
+                [
+                    k.image,
+                    k.bench,
+                    k.model,
+                    k.batch_size,
+                    k.ranks,
+                    x.runtime,
+                    x.n,
+                    f"{x.rate.value:.4g}",
+                    f"{x.rate.low:.4g}",
+                    f"{x.rate.high:.4g}",
+                    *(
+                        ("", "", "")
+                        if r is None
+                        else (f"{r.value:.5f}", f"{r.low:.5f}", f"{r.high:.5f}")
+                    ),
+                    "" if x.detectable is None else f"{x.detectable:.5f}",
+                    x.verdict,
+                    f"{x.startup.value:.4g}",
+                    f"{x.peak_rss_mb:.1f}",
+                    x.framework,
+                    x.mpi,
+                ]
+            )
+    return buf.getvalue()
+
+
+def _html_table(columns: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:90%}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}
+figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:center}"""
+
+
+def _html(a: Analysis) -> str:
+    parts = [
+        f"<h1>kit report: {html.escape(a.out_dir)}</h1>",
+        f"<p>{html.escape(_header(a))}</p>",
+    ]
+    for g in a.groups:
+        parts += [
+            f"<h2>{html.escape(_title(g.key))}</h2>",
+            _html_table(COLUMNS, [_row(x) for x in g.arms]),
+        ]
+    if a.scaling:
+        parts += ["<h2>Scaling efficiency</h2>", _html_table(SCALING_COLUMNS, _scaling_rows(a))]
+    if a.not_ok:
+        parts += [
+            "<h2>Trials that did not finish</h2><ul>",
+            *(f"<li>{html.escape(x)}</li>" for x in _failed(a)),
+            "</ul>",
+        ]
+    parts.append("<h2>Figures</h2>")
+    parts += [
+        f'<figure id="{html.escape(f.slug)}">{f.svg}<figcaption>{html.escape(f.caption)}'
+        "</figcaption></figure>"
+        for f in plots.figures(a)
+    ]
+    parts += [
+        "<h2>Runtimes</h2><ul>",
+        *(f"<li>{html.escape(x)}</li>" for x in _runtimes(a)),
+        "</ul>",
+        f"<p>{html.escape(NOTES)}</p>",
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>kit report: {html.escape(a.out_dir)}</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(parts)}</body></html>\n"
+    )
+
+
+def render(a: Analysis, fmt: str) -> str:
+    if fmt == "md":
+        return markdown(a)
+    if fmt == "csv":
+        return _csv(a)
+    if fmt == "json":
+        return json.dumps(dataclasses.asdict(a), indent=2) + "\n"
+    return _html(a)
+
+
+def write(out_dir: Path, fmt: str, confidence: float, allow_mismatch: bool) -> tuple[Path, str]:
+    """Render the report of a results directory and file it there as report.FMT."""
+    text = render(analysis.analyse(out_dir, confidence, allow_mismatch), fmt)
+    path = out_dir / f"report.{fmt}"
+    path.write_text(text)
+    return path, text

@@ -10,6 +10,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
+from statistics import NormalDist
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,20 @@ def verdict(ratio: Interval, higher_is_faster: bool = True) -> str:
     if ratio.high < 1:
         return "slower" if higher_is_faster else "faster"
     return "no significant difference"
+
+
+POWER = 0.8  # the power at which `detectable` states the smallest detectable difference
+
+
+def detectable(ratio: Interval, power: float = POWER) -> float:
+    """The smallest relative difference this comparison would detect with `power`.
+
+    A comparison's interval width comes from the spread of its own trials; an
+    effect of d is detected when the interval around 1 + d misses 1, which with a
+    normal approximation needs d >= (z_conf + z_power) * SE, and SE = half-width /
+    z_conf. So "no significant difference" means "no difference larger than this".
+    """
+    z_conf = NormalDist().inv_cdf(1 - (1 - ratio.coverage) / 2)
+    z_power = NormalDist().inv_cdf(power)
+    half_width = (ratio.high - ratio.low) / 2 / ratio.value
+    return half_width * (z_conf + z_power) / z_conf

@@ -21,7 +21,13 @@ def kit(*args, env=None):
         (["run", "pytorch-mpich", "--runtime-arg", "docker"], "must be RUNTIME:ARG"),
         (["convert", "pytorch-mpich", "--to", "rpm"], "kit: error: unknown format 'rpm'"),
         (["build", "pytorch-mpich", "--variant", "tpu"], "has no variant 'tpu'"),
-        (["report", "/nonexistent"], "kit: error: no trial records in /nonexistent"),
+        (["report", "/nonexistent"], "kit: error: results directory '/nonexistent' does not"),
+        (["report", "/", "--format", "pdf"], "kit: error: --format 'pdf' is not one of md,"),
+        (["run", "pytorch-mpich", "--runtime", "native,native"], "names a runtime twice; label"),
+        (
+            ["run", "pytorch-mpich", "--runtime", "native", "--runtime-arg", "docker:--cpus=1"],
+            "kit: error: --runtime-arg 'docker:--cpus=1' names 'docker', not in --runtime native",
+        ),
     ],
 )
 def test_user_errors(args, message):

@@ -1,11 +1,15 @@
 """The results store survives a cut-off write; the report summarises rates honestly."""
 
 import copy
+import csv
+import io
+import json
 import random
+import re
 
 import pytest
 
-from kit import report, results
+from kit import analysis, report, results
 from kit.errors import KitError
 
 BASE = {
@@ -45,7 +49,19 @@ def test_append_load_and_cut_off_line(tmp_path, capsys):
     assert "trials.jsonl:3 is not a complete record" in capsys.readouterr().err
 
 
-def test_report_rows_ratio_and_verdict(tmp_path):
+def md(out_dir, **kw):
+    return report.markdown(analysis.analyse(out_dir, **kw))
+
+
+def rows_of(text):
+    return {
+        line.split(" | ")[0].strip("| "): line
+        for line in text.splitlines()
+        if line.startswith("| ") and "runtime" not in line
+    }
+
+
+def test_report_rows_ratio_verdict_and_detectable(tmp_path):
     rng = random.Random(3)
     for _ in range(8):
         results.append(tmp_path, record("native", rng.gauss(1000, 5)))
@@ -53,32 +69,79 @@ def test_report_rows_ratio_and_verdict(tmp_path):
         results.append(tmp_path, record("singularity", rng.gauss(1000, 5)))
     results.append(tmp_path, record("docker", 1.0, warmup=True))
     results.append(tmp_path, record("docker", 0.0, status="timeout", index=99) | {"result": None})
-    text = report.markdown(tmp_path)
-    rows = {
-        line.split(" | ")[0].strip("| "): line
-        for line in text.splitlines()
-        if line.startswith("| ") and "runtime" not in line
-    }
+    text = md(tmp_path)
+    rows = rows_of(text)
     assert set(rows) == {"native", "docker", "singularity"}
     assert "| 0.79" in rows["docker"] and "| slower |" in rows["docker"]
     assert "no significant difference" in rows["singularity"]
     assert "1 (reference)" in rows["native"]
+    # 0.5% noise per trial, 8 trials per arm: only about a 1% difference is detectable
+    detectable = float(rows["singularity"].split(" | ")[4].strip("±%"))
+    assert 0.2 < detectable < 2.0
     assert "26 trials: 24 ok, 1 not ok, 1 warm-up (discarded)" in text
     assert "#99 docker np=2 tiny bs=32: timeout" in text
 
 
-def test_report_flags_too_few_trials_and_mismatch(tmp_path):
-    for rate in (100, 101, 102):
+def test_mismatched_software_is_refused_unless_allowed(tmp_path):
+    for rate in (100, 101, 102, 103, 104, 105):
         results.append(tmp_path, record("native", rate))
         other = record("docker", rate)
         other["result"]["framework_version"] = "2.0"
         results.append(tmp_path, other)
-    text = report.markdown(tmp_path)
-    assert "too few trials (need 6)" in text
-    assert "Software differs between runtimes" in text
+    refused = rows_of(md(tmp_path))["docker"]
+    assert "not compared: software differs from native (2.0 / MPICH 4.0.2 vs 1.13" in refused
+    assert "| n/a |" in refused
+    allowed = rows_of(md(tmp_path, allow_mismatch=True))["docker"]
+    assert "no significant difference (MISMATCHED SOFTWARE)" in allowed
+
+
+def test_too_few_trials_are_flagged(tmp_path):
+    for rate in (100, 101, 102):
+        results.append(tmp_path, record("native", rate))
+        results.append(tmp_path, record("native@b", rate))
+    text = md(tmp_path)
+    assert "too few trials (need 6)" in rows_of(text)["native@b"]
     assert "†" in text
+
+
+def test_scaling_efficiency_against_one_rank(tmp_path):
+    for rate in (100, 101, 99, 100, 102, 98):
+        results.append(tmp_path, record("native", rate, ranks=1))
+        results.append(tmp_path, record("native", rate * 1.6, ranks=2))
+    a = analysis.analyse(tmp_path)
+    (s,) = a.scaling
+    assert (s.key.ranks, s.runtime) == (2, "native")
+    assert s.efficiency.value == pytest.approx(0.8)
+    assert "| pytorch-mpich | tiny | 32 | 2 | native | 0.800 [" in report.markdown(a)
+
+
+def test_every_format_renders_the_same_analysis(tmp_path):
+    for i, rate in enumerate((100, 101, 99, 100, 102, 98)):
+        results.append(tmp_path, record("native", rate, batch_size=16, index=i))
+        results.append(tmp_path, record("docker", rate * 0.9, batch_size=16, index=10 + i))
+        results.append(tmp_path, record("docker", rate * 1.8, batch_size=32, index=20 + i))
+    a = analysis.analyse(tmp_path)
+    rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
+    assert [(r["runtime"], r["batch_size"]) for r in rows] == [
+        ("native", "16"),
+        ("docker", "16"),
+        ("docker", "32"),
+    ]
+    assert float(rows[1]["ratio"]) == pytest.approx(0.9) and rows[1]["verdict"] == "slower"
+    data = json.loads(report.render(a, "json"))
+    assert data["groups"][0]["arms"][1]["ratio"]["value"] == pytest.approx(0.9)
+    page = report.render(a, "html")
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    ids = re.findall(r'<figure id="([^"]+)"><svg', page)
+    assert ids == [
+        "rate-pytorch-mpich-torch-cnn-tiny-np2",
+        "mem-pytorch-mpich-torch-cnn-tiny-np2",
+        "overhead-pytorch-mpich-torch-cnn-tiny",
+    ]
+    assert page.count("<svg") == 3
+    assert re.findall(r'(?:src|href)="([^"#][^"]*)"', page) == []  # nothing fetched
 
 
 def test_report_of_empty_dir_is_a_clear_error(tmp_path):
     with pytest.raises(KitError, match="no trial records"):
-        report.markdown(tmp_path)
+        analysis.analyse(tmp_path)

@@ -56,3 +56,23 @@ def test_verdicts():
     assert stats.verdict(iv) == "slower"
     assert iv.value == pytest.approx(0.9 * statistics.median(same[0]) / statistics.median(same[1]))
     assert stats.verdict(stats.ratio_ci(same[1], slow)) == "faster"
+
+
+def test_detectable_difference_is_detected_at_about_the_stated_power():
+    """Campaigns of 10 trials per arm with 2% noise: an effect as large as the
+    detectable figure (the median over A/A campaigns) is found about 80% of the time;
+    a tenth of it rarely is."""
+    rng = random.Random(11)
+
+    def arm(scale):
+        return [rng.gauss(100.0 * scale, 2.0) for _ in range(10)]
+
+    def campaign(effect):
+        return stats.ratio_ci(arm(1 - effect), arm(1.0), resamples=500)
+
+    d = statistics.median(stats.detectable(campaign(0.0)) for _ in range(100))
+    assert 0.01 < d < 0.05
+    found = sum(stats.verdict(campaign(d)) == "slower" for _ in range(200)) / 200
+    assert 0.6 <= found <= 0.97
+    small = sum(stats.verdict(campaign(d / 10)) == "slower" for _ in range(200)) / 200
+    assert small < 0.3

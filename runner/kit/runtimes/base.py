@@ -62,6 +62,7 @@ class Runtime:
     """
 
     name = ""
+    arm = ""  # what results call it: the name, or NAME@LABEL for a second arm
     tool = ""  # the command it needs on PATH
     fix = ""  # how to get that command
     settings: tuple[str, ...] = ()  # fair defaults it applies, shown in the report

@@ -1,0 +1,187 @@
+"""The report's figures (matplotlib, rendered to inline SVG so the HTML is one file)."""
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .analysis import REFERENCE, Analysis, Arm, Group
+
+Plot = Callable[[object], None]  # draws on a matplotlib Axes
+
+
+@dataclass(frozen=True)
+class Figure:
+    slug: str  # unique within a report; the HTML element id
+    caption: str
+    svg: str
+
+
+def _svg(slug: str, title: str, xlabel: str, ylabel: str, draw: Plot) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    # Text as paths (no fonts needed to view it); ids salted per figure, so several
+    # figures inline in one page never share an id, and output is reproducible.
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": slug}):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        try:
+            draw(ax)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+            fig.tight_layout()
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+        finally:
+            plt.close(fig)
+    return re.sub(r"^.*?(<svg)", r"\1", buf.getvalue(), count=1, flags=re.S)
+
+
+def _errorbar(ax, xs: list, arms: list[Arm], value: Callable[[Arm], tuple], label: str) -> None:
+    ys = [value(a) for a in arms]
+    ax.errorbar(
+        xs,
+        [y[0] for y in ys],
+        yerr=[[y[0] - y[1] for y in ys], [y[2] - y[0] for y in ys]],
+        marker="o",
+        capsize=3,
+        label=label,
+    )
+
+
+def _by(groups: list[Group], fields: tuple[str, ...]) -> dict[tuple, list[Group]]:
+    out: dict[tuple, list[Group]] = defaultdict(list)
+    for g in groups:
+        out[tuple(getattr(g.key, f) for f in fields)].append(g)
+    return out
+
+
+def _series(groups: list[Group], x: str) -> dict[str, tuple[list, list[Arm]]]:
+    """Per runtime: the x values (a key field) and its arm at each."""
+    out: dict[str, tuple[list, list[Arm]]] = defaultdict(lambda: ([], []))
+    for g in sorted(groups, key=lambda g: getattr(g.key, x)):
+        for arm in g.arms:
+            out[arm.runtime][0].append(getattr(g.key, x))
+            out[arm.runtime][1].append(arm)
+    return out
+
+
+def _rate(a: Arm) -> tuple:
+    return a.rate.value, a.rate.low, a.rate.high
+
+
+def _per_batch(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model, ranks), gs in _by(
+        a.groups, ("image", "bench", "model", "ranks")
+    ).items():
+        series = _series(gs, "batch_size")
+        name = f"{image} {bench} {model}, {ranks} rank(s)"
+
+        def rate(ax, series=series) -> None:
+            for rt, (xs, arms) in series.items():
+                _errorbar(ax, xs, arms, _rate, rt)
+
+        def memory(ax, series=series) -> None:
+            for rt, (xs, arms) in series.items():
+                ax.plot(xs, [x.peak_rss_mb for x in arms], marker="o", label=rt)
+
+        slug = f"{image}-{bench}-{model}-np{ranks}"
+        yield Figure(
+            f"rate-{slug}",
+            f"Throughput vs batch size: {name}",
+            _svg(f"rate-{slug}", name, "batch size per rank", "images/s", rate),
+        )
+        yield Figure(
+            f"mem-{slug}",
+            f"Peak memory vs batch size: {name}",
+            _svg(f"mem-{slug}", name, "batch size per rank", "peak RSS per rank (MB)", memory),
+        )
+
+
+def _scaling(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model, bs), gs in _by(
+        a.groups, ("image", "bench", "model", "batch_size")
+    ).items():
+        if len(gs) < 2:
+            continue
+        series = _series(gs, "ranks")
+        ideal_rt = REFERENCE if REFERENCE in series else next(iter(series))
+
+        def draw(ax, series=series, ideal_rt=ideal_rt) -> None:
+            for rt, (xs, arms) in series.items():
+                _errorbar(ax, xs, arms, _rate, rt)
+            xs, arms = series[ideal_rt]
+            if xs[0] == 1:
+                ax.plot(
+                    xs,
+                    [arms[0].rate.value * x for x in xs],
+                    "k--",
+                    label=f"ideal (from {ideal_rt}, 1 rank)",
+                )
+            ax.set_xticks(xs)
+
+        slug = f"scaling-{image}-{bench}-{model}-bs{bs}"
+        name = f"{image} {bench} {model}, batch {bs} per rank"
+        yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", "images/s", draw))
+
+
+def _overhead(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model), gs in _by(a.groups, ("image", "bench", "model")).items():
+        points = [
+            (f"{arm.runtime} bs={g.key.batch_size} np={g.key.ranks}", arm.ratio)
+            for g in gs
+            for arm in g.arms
+            if arm.ratio is not None
+        ]
+        if not points:
+            continue
+
+        def draw(ax, points=points) -> None:
+            ys = list(range(len(points)))
+            ax.errorbar(
+                [r.value for _, r in points],
+                ys,
+                xerr=[[r.value - r.low for _, r in points], [r.high - r.value for _, r in points]],
+                fmt="o",
+                capsize=3,
+            )
+            ax.axvline(1.0, color="k", linestyle="--", linewidth=1)
+            ax.set_yticks(ys, [label for label, _ in points], fontsize=7)
+
+        slug = f"overhead-{image}-{bench}-{model}"
+        name = f"{image} {bench} {model}"
+        yield Figure(
+            slug,
+            f"Throughput relative to {REFERENCE}, {a.confidence:.0%} intervals: {name}",
+            _svg(slug, name, f"images/s relative to {REFERENCE}", "", draw),
+        )
+
+
+def _loss(a: Analysis) -> Iterator[Figure]:
+    for g in a.groups:
+        if not any(arm.loss for arm in g.arms):
+            continue
+        k = g.key
+
+        def draw(ax, g=g) -> None:
+            for arm in g.arms:
+                ax.plot(range(1, len(arm.loss) + 1), arm.loss, label=arm.runtime)
+
+        slug = f"loss-{k.image}-{k.bench}-{k.model}-bs{k.batch_size}-np{k.ranks}"
+        name = f"{k.image} {k.bench} {k.model}, batch {k.batch_size}, {k.ranks} rank(s)"
+        yield Figure(
+            slug,
+            f"Loss per timed step (median over trials): {name}",
+            _svg(slug, name, "timed step", "loss", draw),
+        )
+
+
+def figures(a: Analysis) -> list[Figure]:
+    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a)]
