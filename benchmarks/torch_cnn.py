@@ -8,58 +8,20 @@ shared file is needed. Rank 0 prints one JSON record (schema kit.bench/1) on
 stdout and a one-line summary on stderr. Depends on torch (and mpi4py for >1 rank).
 """
 
+from __future__ import annotations  # Python 3.9 in the Caffe2 images
+
 import argparse
-import json
 import os
-import platform
-import resource
 import socket
 import sys
 import time
 
-SCHEMA = "kit.bench/1"
-RANK_VARS = (
-    ("PMI_RANK", "PMI_SIZE"),
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-    ("SLURM_PROCID", "SLURM_NTASKS"),
-)
-LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
-
-
-def launcher_rank() -> tuple[int, int]:
-    for rank, size in RANK_VARS:
-        if rank in os.environ and size in os.environ:
-            return int(os.environ[rank]), int(os.environ[size])
-    return 0, 1
-
-
-def local_size(size: int) -> int:
-    for var in LOCAL_SIZE_VARS:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return size
-
-
-def mpi_library() -> str:
-    """The MPI library actually loaded (first line), without initialising MPI: init and
-    finalize are explicit (rendezvous(), end of main()) so shutdown order is fixed."""
-    try:
-        import mpi4py
-
-        mpi4py.rc.initialize = False
-        from mpi4py import MPI
-
-        return " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
-    except ImportError:
-        return "none"
+import kitbench
 
 
 def rendezvous(rank: int) -> tuple[str, int]:
     """Rank 0's address and a free port, shared with every rank through MPI."""
-    from mpi4py import MPI  # imported by mpi_library() with automatic init off
-
-    MPI.Init_thread()
-    comm = MPI.COMM_WORLD
+    comm = kitbench.mpi_comm()
     host = socket.gethostname()
     port = 0
     if rank == 0:
@@ -93,30 +55,9 @@ MODELS = {"tiny": 32}  # model -> input image side
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="tiny", help=f"one of {', '.join(MODELS)}")
-    p.add_argument("--batch-size", type=int, default=32, help="images per rank per step")
-    p.add_argument("--steps", type=int, default=20, help="timed steps")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="intra-op threads per rank (default: cores / local ranks)",
-    )
-    p.add_argument(
-        "--launch-time",
-        type=float,
-        default=None,
-        help="epoch seconds when the launcher started (for start-up latency)",
-    )
+    kitbench.common_args(p, list(MODELS))
     a = p.parse_args(argv)
-    if a.model not in MODELS:
-        p.error(f"unknown model '{a.model}'; choose one of {', '.join(MODELS)}")
-    for name in ("batch_size", "steps"):
-        if getattr(a, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if a.warmup < 0:
-        p.error("--warmup must be 0 or more")
+    kitbench.check_args(p, a, list(MODELS))
     return a
 
 
@@ -124,12 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     a = parse_args(argv)
     launch = a.launch_time or t_start
-    rank, size = launcher_rank()
-    mpi = mpi_library()
+    rank, size = kitbench.launcher_rank()
+    mpi = kitbench.mpi_library()
     import torch
     import torch.distributed as dist
 
-    threads = a.threads or max(1, (os.cpu_count() or 1) // local_size(size))
+    threads = kitbench.threads_per_rank(a.threads, size)
     torch.set_num_threads(threads)
     torch.manual_seed(1234 + rank)
     if size > 1:
@@ -159,59 +100,20 @@ def main(argv: list[str] | None = None) -> int:
         if i >= a.warmup:
             step_times.append(dt)
             losses.append(float(loss))
-    mine = {
-        "rank": rank,
-        "host": socket.gethostname(),
-        "timed_s": sum(step_times),
-        "images_per_sec": a.batch_size * a.steps / sum(step_times),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "startup_s": first_step_end - launch,
-    }
-    ranks = [mine]
+    ranks = [kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)]
     if size > 1:
-        ranks = [None] * size
-        dist.all_gather_object(ranks, mine)
-        dist.barrier()
+        ranks = kitbench.mpi_comm().gather(ranks[0], root=0)
         # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
         # deadlock (it waits for the group's mutex holding the GIL, while a worker
         # holding the mutex waits for the GIL to free a tensor). The process leaves
         # through os._exit below, so nothing is torn down.
-        from mpi4py import MPI
-
-        MPI.COMM_WORLD.Barrier()
-        MPI.Finalize()
-    if rank != 0:
-        return 0
-    slowest = max(r["timed_s"] for r in ranks)
-    record = {
-        "schema": SCHEMA,
-        "bench": "torch-cnn",
-        "framework": "torch",
-        "framework_version": torch.__version__,
-        "mpi_library": mpi,
-        "python": platform.python_version(),
-        "image": os.environ.get("KIT_IMAGE", "native"),
-        "model": a.model,
-        "batch_size": a.batch_size,
-        "data": "synthetic",
-        "ranks": size,
-        "threads_per_rank": threads,
-        "warmup_steps": a.warmup,
-        "steps": a.steps,
-        "images_per_sec": a.batch_size * size * a.steps / slowest,
-        "images_per_sec_per_rank": [r["images_per_sec"] for r in ranks],
-        "peak_rss_mb": [r["peak_rss_mb"] for r in ranks],
-        "startup_s": max(r["startup_s"] for r in ranks),
-        "step_times_s": step_times,
-        "loss": losses,
-        "hosts": sorted({r["host"] for r in ranks}),
-    }
-    print(json.dumps(record), flush=True)
-    print(
-        f"torch-cnn {a.model} bs={a.batch_size} ranks={size}: "
-        f"{record['images_per_sec']:.1f} images/s, start-up {record['startup_s']:.2f} s",
-        file=sys.stderr,
-    )
+        kitbench.finalize()
+    if rank == 0:
+        kitbench.emit(
+            kitbench.record(
+                "torch-cnn", "torch", torch.__version__, mpi, a, ranks, threads, step_times, losses
+            )
+        )
     return 0
 
 

@@ -14,6 +14,17 @@ VENV = f"{PREFIX}/venv"
 BENCH_DIR = f"{PREFIX}/benchmarks"
 PYTHON = f"{VENV}/bin/python"
 CA_SECRET = "/run/secrets/cacert"  # where a build secret with id=cacert is mounted
+WHEELS = f"{PREFIX}/wheels"  # the builder stage's output
+BUILDER = "builder"
+
+
+@dataclass(frozen=True)
+class StageMount:
+    """A folder of an earlier stage, visible to one build step and never kept in a layer."""
+
+    stage: str
+    src: str
+    dst: str
 
 
 @dataclass(frozen=True)
@@ -22,6 +33,7 @@ class Shell:
 
     commands: tuple[str, ...]
     secret: bool = False
+    mount: StageMount | None = None
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,27 @@ class Copy:
     dst: str
 
 
-Primitive = Shell | Env | Label | Copy
+@dataclass(frozen=True)
+class ContentLabels:
+    """Labels listing every installed package (label -> build argument -> manifest file).
+
+    Docker fixes labels before a build runs, so `kit build` reads the manifest files
+    from the built image and passes them back in as build arguments of a second pass,
+    whose only new step is this label. Definitions do not render it: their images
+    carry the files (and a SIF converted from the Docker image carries the labels)."""
+
+    items: tuple[tuple[str, str, str], ...]
+
+
+Primitive = Shell | Env | Label | Copy | ContentLabels
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One build stage from the base image; the last stage of a list is the image."""
+
+    name: str
+    prims: tuple[Primitive, ...]
 
 
 def labels(r: Recipe, variant: str) -> Label:
@@ -68,6 +100,7 @@ def environment(r: Recipe, variant: str) -> Env:
             ("KIT_RECIPE_VERSION", r.version),
             ("KIT_VARIANT", variant),
             ("KIT_MPI_FLAVOUR", r.mpi.flavour),
+            *r.env,
             ("PATH", f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
         )
     )
@@ -76,11 +109,31 @@ def environment(r: Recipe, variant: str) -> Env:
 def apt_install(pins: tuple[str, ...]) -> Shell:
     return Shell(
         (
-            "apt-get update",
-            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\\n"
+            "apt-get -o APT::Sandbox::User=root update",
+            "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y "
+            "--no-install-recommends \\\n"
             + " \\\n".join(f"        {p}" for p in pins),
             "rm -rf /var/lib/apt/lists/*",
         )
+    )
+
+
+# Apptainer builds a definition unprivileged in a user namespace that maps only root,
+# where package scripts that chown to other users fail; the definition's %post
+# therefore re-runs itself under the distribution's own fakeroot (Apptainer's would
+# be the sid root's, whose glibc the image lacks).
+FAKEROOT = {"bookworm": "1.31-1.2", "bullseye": "1.25.3-1.1", "jammy": "1.28-1ubuntu1"}
+
+
+def under_fakeroot(r: Recipe) -> tuple[str, ...]:
+    """The first lines of a definition's %post (Docker builds run as real root)."""
+    apt = "apt-get -o APT::Sandbox::User=root"
+    return (
+        'if [ -z "${FAKEROOTKEY:-}" ]; then',
+        f"    {apt} update && DEBIAN_FRONTEND=noninteractive {apt} install -y "
+        f"--no-install-recommends fakeroot={FAKEROOT[r.distro]}",
+        '    exec fakeroot -- /bin/bash "$0"',
+        "fi",
     )
 
 
@@ -95,25 +148,48 @@ def mpi_select(r: Recipe) -> Shell:
     )
 
 
+def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
+    options = [a for a in args if a.startswith("--")]
+    packages = [a for a in args if not a.startswith("--")]
+    prefix = " ".join(f"{k}={v}" for k, v in (("MPICC", r.mpi.spec.mpicc), *env))
+    return (
+        f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"
+        ' ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
+        + " \\\n".join(f"        {p}" for p in packages)
+    )
+
+
+TRUST_CA = f"if [ -s {CA_SECRET} ]; then export PIP_CERT={CA_SECRET}; fi"
+
+
 def python_env(r: Recipe) -> Shell:
     """A venv over the system site (Debian's framework builds) with the pip pins.
 
     MPI-linked packages are compiled from source with the flavour's own mpicc: a
     wheel or Debian's python3-mpi4py would bring Open MPI into an MPICH image.
     """
-    commands = [
-        f"if [ -s {CA_SECRET} ]; then export PIP_CERT={CA_SECRET}; fi",
-        f"python3 -m venv --system-site-packages {VENV}",
-    ]
-    for args in r.pip_steps():
-        options = [a for a in args if a.startswith("--")]
-        packages = [a for a in args if not a.startswith("--")]
-        commands.append(
-            f"MPICC={r.mpi.spec.mpicc} {VENV}/bin/pip install {' '.join(options)}"
-            ' ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
-            + " \\\n".join(f"        {p}" for p in packages)
-        )
+    commands = [TRUST_CA, f"python3 -m venv --system-site-packages {VENV}"]
+    commands += [_pip(r, "install", args) for args in r.pip_steps()]
     return Shell(tuple(commands), secret=True)
+
+
+def compile_wheels(r: Recipe) -> Shell:
+    """Builder stage: compile the `compile` packages into wheels against the frameworks."""
+    assert r.compile is not None
+    args = [f"--wheel-dir={WHEELS}", *r.compile_args()]
+    return Shell((TRUST_CA, _pip(r, "wheel", args, r.compile.env)), secret=True)
+
+
+def install_wheels(r: Recipe) -> Shell:
+    """Final stage: install the builder's wheels (mounted, never copied into a layer) and
+    prove the result works, e.g. `horovodrun --check-build`."""
+    assert r.compile is not None
+    tmp = "/tmp/kit-wheels"
+    return Shell(
+        (f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {tmp}/*.whl",
+         *r.compile.check),
+        mount=StageMount(BUILDER, WHEELS, tmp),
+    )
 
 
 def manifest() -> Shell:
@@ -127,19 +203,26 @@ def manifest() -> Shell:
     )
 
 
+CONTENTS = ContentLabels(
+    (
+        ("kit.apt-packages", "KIT_APT_PACKAGES", f"{PREFIX}/apt-packages.txt"),
+        ("kit.pip-packages", "KIT_PIP_PACKAGES", f"{PREFIX}/pip-packages.txt"),
+    )
+)
+
+
 def benchmarks() -> Copy:
     """Last, so editing benchmarks/ rebuilds only this layer."""
     return Copy("benchmarks", BENCH_DIR)
 
 
-def image(r: Recipe, variant: str) -> list[Primitive]:
-    """The whole image, in build order."""
-    return [
-        labels(r, variant),
-        environment(r, variant),
-        apt_install(r.all_apt),
-        mpi_select(r),
-        python_env(r),
-        manifest(),
-        benchmarks(),
-    ]
+def image(r: Recipe, variant: str) -> list[Stage]:
+    """The build stages, in order. Both stages start with the same steps, which the
+    builder (BuildKit) runs once; only the final stage's layers make the image."""
+    runtime = (labels(r, variant), environment(r, variant), apt_install(r.all_apt),
+               mpi_select(r), python_env(r))
+    final = (manifest(), benchmarks(), CONTENTS)
+    if r.compile is None:
+        return [Stage("", runtime + final)]
+    build = (apt_install(r.apt_build), compile_wheels(r))
+    return [Stage(BUILDER, runtime + build), Stage("", (*runtime, install_wheels(r), *final))]

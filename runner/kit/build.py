@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine, render
-from .base import base_tag
+from .blocks import CONTENTS
 from .convert import artifacts
 from .errors import KitError
 from .paths import repo_root
-from .proc import stream
+from .proc import capture, stream
 from .recipes import Recipe
 
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -46,7 +46,7 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
         "-t",
         recipe.tag(variant),
         "-f",
-        str(repo_root() / "containers" / recipe.name / "Dockerfile"),
+        str(repo_root() / "containers" / recipe.name / render.dockerfile_name(variant)),
     ]
     if ca is not None:
         argv += ["--secret", f"id=cacert,src={ca}"]
@@ -60,42 +60,73 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
     return [*argv, str(repo_root())]
 
 
-def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
-    opts = opts or Options()
-    recipe.check_variant(variant)
-    engine.server_version()
-    render.check([recipe])
-    base = base_tag(recipe.distro)
-    if engine.inspect(base) is None:
+def ensure_base(recipe: Recipe, variant: str) -> None:
+    """The image to build FROM is here: the local Debian base (made by `kit base`), or a
+    registry image (a CUDA variant's) that the engine pulls, or says why it cannot."""
+    base = recipe.base
+    if engine.inspect(base) is not None:
+        return
+    if recipe.local_base:
         raise KitError(
             f"base image {base} is missing; make it with: sudo kit base --suite {recipe.distro}"
         )
+    print(f"pulling {base} (the {variant} variant builds on it)", flush=True)
+    p = subprocess.run([engine.docker(), "pull", base], capture_output=True, text=True)
+    if p.returncode != 0:
+        reason = (p.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise KitError(
+            f"the {variant} variant of {recipe.name} builds FROM {base}, which this engine "
+            f"does not have and cannot pull ({reason}); build it where that image can be "
+            f"pulled, or 'docker load' it here first"
+        )
+
+
+def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
+    opts = opts or Options()
+    render.check([recipe])
+    recipe = recipe.for_variant(variant)
+    engine.server_version()
+    ensure_base(recipe, variant)
     t0 = time.monotonic()
-    stream(
-        build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts),
-        "docker build",
-        env={**os.environ, "DOCKER_BUILDKIT": "1"},
-    )
+    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    stream(argv, "docker build", env=env)
+    # Second pass: every step is cached but the label holding the package lists.
+    contents = [
+        f"{arg}={' '.join(read_file(recipe.tag(variant), path))}" for _, arg, path in CONTENTS.items
+    ]
+    print("labelling the image with its package lists", flush=True)
+    capture(label_argv(argv, contents), "docker build (labels)", env=env)
     manifest = write_manifest(recipe, variant)
     print(
         f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
         f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
     )
+    print(f"manifest {artifacts(recipe, variant).dir / 'manifest.json'}")
     return recipe.tag(variant)
+
+
+def label_argv(argv: list[str], contents: list[str]) -> list[str]:
+    """The same build with the package lists as build arguments (no --no-cache: the
+    second pass must reuse the first's layers)."""
+    extra = [x for c in contents for x in ("--build-arg", c)]
+    return [*[a for a in argv[:-1] if a != "--no-cache"], *extra, argv[-1]]
+
+
+def read_file(tag: str, path: str) -> list[str]:
+    """Whitespace-separated words of a file in the image (as nobody)."""
+    out = subprocess.run(
+        [engine.docker(), "run", "--rm", "--user", "65534", tag, "cat", path],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split()
 
 
 def write_manifest(recipe: Recipe, variant: str) -> dict:
     """What the image really contains, read back from it, filed beside its conversions."""
     tag = recipe.tag(variant)
     info = engine.inspect(tag) or {}
-
-    def cat(path: str) -> list[str]:
-        out = subprocess.run(
-            [engine.docker(), "run", "--rm", "--user", "65534", tag, "cat", path],
-            capture_output=True,
-            text=True,
-        )
-        return out.stdout.split()
 
     art = artifacts(recipe, variant)
     manifest = {
@@ -107,8 +138,8 @@ def write_manifest(recipe: Recipe, variant: str) -> dict:
         "mpi": {"flavour": recipe.mpi.flavour, "version": recipe.mpi.version},
         "size_bytes": info.get("Size", 0),
         "labels": info["Config"].get("Labels") or {},
-        "apt": cat("/opt/kit/apt-packages.txt"),
-        "pip": cat("/opt/kit/pip-packages.txt"),
+        "apt": read_file(tag, "/opt/kit/apt-packages.txt"),
+        "pip": read_file(tag, "/opt/kit/pip-packages.txt"),
     }
     art.dir.mkdir(parents=True, exist_ok=True)
     (art.dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -15,6 +15,24 @@ EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker i
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
 
 
+WIDTHS = (16, 8, 8, 9, 9, 10)  # kit list's columns
+
+
+def _sizes(rows: list[dict]) -> dict[str, str]:
+    """Built size of each image's cpu variant, when an engine answers."""
+    from . import engine
+
+    try:
+        engine.server_version()
+    except KitError:
+        return {}
+    out = {}
+    for r in rows:
+        info = engine.inspect(f"kit/{r['name']}:{r['version']}-cpu")
+        out[r["name"]] = f"{info['Size'] / 1e9:.2f} GB" if info else "not built"
+    return out
+
+
 def cmd_list(a: argparse.Namespace) -> None:
     from . import recipes
 
@@ -35,10 +53,20 @@ def cmd_list(a: argparse.Namespace) -> None:
     if a.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'IMAGE':<18} {'VERSION':<8} {'MPI':<8} {'VARIANTS':<10} FRAMEWORKS")
+    sizes = _sizes(rows)
+    head = ("IMAGE", "VERSION", "MPI", "DISTRO", "VARIANTS", "SIZE")
+    print(" ".join(f"{h:<{w}}" for h, w in zip(head, WIDTHS, strict=True)), "FRAMEWORKS")
     for r in rows:
         fw = ", ".join(f"{k} {v}" for k, v in r["frameworks"].items())
-        print(f"{r['name']:<18} {r['version']:<8} {r['mpi']:<8} {','.join(r['variants']):<10} {fw}")
+        cells = (
+            r["name"],
+            r["version"],
+            r["mpi"],
+            r["distro"],
+            ",".join(r["variants"]),
+            sizes.get(r["name"], "-"),
+        )
+        print(" ".join(f"{c:<{w}}" for c, w in zip(cells, WIDTHS, strict=True)), fw)
 
 
 def _selected(names: list[str]) -> list:
@@ -102,15 +130,21 @@ def _ints(flag: str, spec: str) -> list[int]:
     return values
 
 
-def _runtime_args(specs: list[str]) -> dict[str, list[str]]:
+def _runtime_args(specs: list[str], chosen: list) -> dict[str, list[str]]:
     from . import runtimes
 
+    arms = [rt.arm for rt in chosen]
     out: dict[str, list[str]] = {}
     for spec in specs:
         name, sep, arg = spec.partition(":")
         if not sep or not arg:
             raise KitError(f"--runtime-arg '{spec}' must be RUNTIME:ARG, e.g. docker:--cpus=1.5")
-        out.setdefault(runtimes.get(name).name, []).append(arg)
+        arm = runtimes.get(name).arm
+        if arm not in arms:
+            raise KitError(
+                f"--runtime-arg '{spec}' names '{arm}', not in --runtime {','.join(arms)}"
+            )
+        out.setdefault(arm, []).append(arg)
     return out
 
 
@@ -131,7 +165,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         for bs in _ints("--batch-size", a.batch_size)
         for n in _ints("--np", a.np)
     ]
-    trials = campaign.plan([rt.name for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed)
+    trials = campaign.plan([rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed)
     if a.dry_run:
         for i, t in enumerate(trials):
             c = t.config
@@ -144,19 +178,20 @@ def cmd_run(a: argparse.Namespace) -> None:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
     opts = campaign.Options(
-        a.steps, a.warmup_steps, a.timeout, a.mpirun, _runtime_args(a.runtime_arg)
+        a.steps, a.warmup_steps, a.timeout, a.mpirun, _runtime_args(a.runtime_arg, chosen)
     )
     spec = {
         "image": r.name,
         "recipe_version": r.version,
         "variant": a.variant,
-        "runtimes": [rt.name for rt in chosen],
+        "runtimes": [rt.arm for rt in chosen],
         "configs": [dataclasses.asdict(c) for c in configs],
         "repeats": a.repeats,
         "warmup_trials": a.warmup_trials,
         "seed": a.seed,
         "steps": a.steps,
         "warmup_steps": a.warmup_steps,
+        "runtime_args": opts.runtime_args,
     }
     signal.signal(signal.SIGTERM, _interrupt)
     campaign_id, done = campaign.start(out, spec, a.resume)
@@ -167,9 +202,17 @@ def cmd_run(a: argparse.Namespace) -> None:
 def cmd_report(a: argparse.Namespace) -> None:
     from . import report
 
-    text = report.markdown(a.dir)
-    (a.dir / "report.md").write_text(text)
-    print(text)
+    if a.format not in report.FORMATS:
+        raise KitError(f"--format '{a.format}' is not one of {', '.join(report.FORMATS)}")
+    if not 0.5 <= a.confidence < 1:
+        raise KitError(f"--confidence {a.confidence} must be at least 0.5 and below 1, e.g. 0.95")
+    if not a.dir.is_dir():
+        raise KitError(f"results directory '{a.dir}' does not exist; pass a 'kit run --out' DIR")
+    path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch)
+    if a.format == "html":
+        print(path)
+    else:
+        sys.stdout.write(text)
 
 
 def cmd_doctor(a: argparse.Namespace) -> None:
@@ -271,8 +314,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--runtime",
         default="native,docker,singularity,charliecloud",
-        help="comma-separated: native, docker, singularity (apptainer), "
-        "charliecloud, shifter (default: %(default)s)",
+        help="comma-separated: native, docker, singularity (apptainer), charliecloud, "
+        "shifter; NAME@LABEL adds another arm of a runtime, e.g. native,native@b for an "
+        "A/A check (default: %(default)s)",
     )
     s.add_argument("--bench", help="benchmark entry point (default: the image's first)")
     s.add_argument("--model", default="tiny", help="model (default: %(default)s)")
@@ -300,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="RUNTIME:ARG",
-        help="pass ARG to one runtime, e.g. docker:--cpus=1.5 (repeatable)",
+        help="pass ARG to one runtime arm, e.g. docker:--cpus=1.5 (repeatable)",
     )
     s.add_argument("--variant", default="cpu")
     s.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
@@ -312,8 +356,24 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("report", help="overhead table (Markdown) from a results directory")
+    s = sub.add_parser(
+        "report",
+        help="overhead, scaling and memory tables (and plots) from a results directory",
+        description="Summarise a campaign: per runtime median images/s with intervals, the "
+        "ratio to native with a verdict and the smallest difference the campaign could "
+        "detect, start-up, peak memory, scaling efficiency. Written to DIR/report.FORMAT; "
+        "html is one self-contained page with the figures.",
+    )
     s.add_argument("dir", type=Path, metavar="DIR")
+    s.add_argument("--format", default="md", help="md (default), csv, json or html")
+    s.add_argument(
+        "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"
+    )
+    s.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare runtimes even when their framework or MPI versions differ (marked)",
+    )
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("doctor", help="what this host has for each runtime, and the fixes")

@@ -36,14 +36,16 @@ def host_versions(names: list[str]) -> dict[str, str | None]:
 
 def mismatches(recipe: Recipe) -> list[str]:
     """'pkg=want (host: have)' for each apt pin the host does not satisfy."""
-    pins = dict(p.split("=", 1) for p in recipe.all_apt)
+    pins = dict(p.split("=", 1) for p in recipe.native_apt)
     have = host_versions(list(pins))
     return [f"{n}={v} (host: {have[n] or 'none'})" for n, v in pins.items() if have[n] != v]
 
 
 def fingerprint(recipe: Recipe) -> str:
     """Identity of the native environment, filed as its 'digest' in trial records."""
-    pins = "\n".join(recipe.all_apt + recipe.pip_build + recipe.pip + recipe.pip_from_source)
+    pins = "\n".join(
+        recipe.native_apt + recipe.pip_build + recipe.pip + recipe.pip_from_source
+    ) + repr(recipe.compile)
     return "native:" + hashlib.sha256(pins.encode()).hexdigest()[:16]
 
 
@@ -71,5 +73,9 @@ def ensure(recipe: Recipe) -> Path:
     env = {**os.environ, "MPICC": recipe.mpi.spec.mpicc}
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
+    if recipe.compile:
+        env.update(recipe.compile.env)
+        stream([str(python), "-m", "pip", "install", *recipe.compile_args()], "compile (native)",
+               env=env)
     stamp.write_text(fingerprint(recipe))
     return python

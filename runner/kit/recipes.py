@@ -2,9 +2,10 @@
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .base import base_tag
 from .errors import KitError
 from .paths import repo_root
 
@@ -42,6 +43,16 @@ class Mpi:
 
 
 @dataclass(frozen=True)
+class Compile:
+    """Python packages compiled in a builder stage (with apt `build` packages there only);
+    the final stage installs the wheels and runs `check` to prove the build works."""
+
+    packages: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    check: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     version: str
@@ -49,6 +60,7 @@ class Recipe:
     distro: str
     mpi: Mpi
     apt: tuple[str, ...]
+    apt_build: tuple[str, ...]  # builder stage only (compilers, headers)
     pip: tuple[str, ...]
     pip_from_source: tuple[str, ...]
     pip_build: tuple[str, ...]
@@ -56,6 +68,24 @@ class Recipe:
     benchmarks: tuple[str, ...]
     variants: tuple[str, ...]
     path: Path
+    compile: Compile | None = None
+    base: str = ""  # the image to build FROM: the local Debian base unless a variant says
+    env: tuple[tuple[str, str], ...] = ()  # extra environment of the image
+    overrides: dict = field(default_factory=dict, compare=False, repr=False)  # [variant.X]
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def for_variant(self, variant: str) -> "Recipe":
+        """The recipe as built for one variant: its [variant.NAME] table over the rest."""
+        self.check_variant(variant)
+        if variant not in self.overrides:
+            return self
+        data = {k: v for k, v in self.raw.items() if k != "variant"}
+        return _build(_merge(data, self.overrides[variant]), self.path)
+
+    @property
+    def local_base(self) -> bool:
+        """Built FROM the local `kit base` image (no registry needed)."""
+        return self.base == base_tag(self.distro)
 
     def tag(self, variant: str = "cpu") -> str:
         """The local Docker tag: recipe version and variant, so images never collide."""
@@ -74,6 +104,15 @@ class Recipe:
             main.append("--no-binary=" + ",".join(self.pip_from_source))
         return [*steps, main + list(self.pip)]
 
+    def compile_args(self) -> list[str]:
+        """pip arguments that compile the `compile` packages from source against what
+        is installed (no build isolation: Horovod builds against the installed frameworks)."""
+        if self.compile is None:
+            return []
+        names = ",".join(p.split("==")[0] for p in self.compile.packages)
+        return ["--no-cache-dir", "--no-build-isolation", "--no-deps", f"--no-binary={names}",
+                *self.compile.packages]
+
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:
             raise KitError(
@@ -82,8 +121,14 @@ class Recipe:
 
     @property
     def all_apt(self) -> tuple[str, ...]:
-        """Every apt pin, the image's and the native environment's alike."""
+        """Every apt pin of the final image."""
         return self.apt + self.mpi.apt
+
+    @property
+    def native_apt(self) -> tuple[str, ...]:
+        """What the host needs for the native environment: the image's pins, and the
+        builder's too, since the native side compiles the same packages in place."""
+        return self.all_apt + self.apt_build
 
 
 def _get(data: dict, key: str, kind: type, where: Path):
@@ -102,12 +147,38 @@ def _pins(values: list, pattern: re.Pattern, what: str, where: Path) -> tuple[st
     return tuple(values)
 
 
-def parse(path: Path) -> Recipe:
-    """Read and validate one recipe file; every error names the file and the key."""
+def _merge(parent: dict, child: dict) -> dict:
+    """child over parent: tables merge key by key, anything else is replaced."""
+    out = dict(parent)
+    for k, v in child.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A recipe's data, with `extends = "other"` resolved: the same software in another
+    MPI flavour is one short file, and the flavours cannot drift apart."""
+    if path in seen:
+        raise KitError(f"{path}: 'extends' loops back to itself")
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise KitError(f"{path}: not valid TOML ({e})") from None
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    parent_path = path.with_name(f"{parent}.toml")
+    if not parent_path.is_file():
+        raise KitError(f"{path}: extends unknown recipe '{parent}'")
+    return _merge(_read(parent_path, (*seen, path)), data)
+
+
+def parse(path: Path) -> Recipe:
+    """Read and validate one recipe file; every error names the file and the key."""
+    return _build(_read(path), path)
+
+
+def _build(data: dict, path: Path) -> Recipe:
     name = _get(data, "name", str, path)
     if name != path.stem:
         raise KitError(f"{path}: name '{name}' must match the file name '{path.stem}'")
@@ -118,16 +189,31 @@ def parse(path: Path) -> Recipe:
     apt = _get(data, "apt", dict, path)
     pip = data.get("pip", {})
     variants = tuple(_get(data, "variants", list, path))
+    comp = data.get("compile")
+    if comp is not None:
+        comp = Compile(
+            packages=_pins(_get(comp, "packages", list, path), PIP_PIN, "compile", path),
+            env=tuple((str(k), str(v)) for k, v in _get(comp, "env", dict, path).items()),
+            check=tuple(_get(comp, "check", list, path)),
+        )
     for v in variants:
         if v not in VARIANTS:
             raise KitError(f"{path}: variant '{v}' is not one of {', '.join(VARIANTS)}")
+    overrides = data.get("variant", {})
+    for v in overrides:
+        if v not in variants:
+            raise KitError(f"{path}: [variant.{v}] is not in variants {list(variants)}")
+    distro = _get(data, "distro", str, path)
     return Recipe(
         name=name,
         version=_get(data, "version", str, path),
         description=_get(data, "description", str, path),
-        distro=_get(data, "distro", str, path),
+        distro=distro,
+        base=data.get("base", base_tag(distro)),
+        env=tuple((str(k), str(v)) for k, v in data.get("env", {}).items()),
         mpi=Mpi(flavour, _get(mpi, "version", str, path)),
         apt=_pins(_get(apt, "packages", list, path), APT_PIN, "apt", path),
+        apt_build=_pins(apt.get("build", []), APT_PIN, "apt build", path),
         pip=_pins(pip.get("packages", []), PIP_PIN, "pip", path),
         pip_from_source=tuple(pip.get("from_source", [])),
         pip_build=_pins(pip.get("build", []), PIP_PIN, "pip build", path),
@@ -135,6 +221,9 @@ def parse(path: Path) -> Recipe:
         benchmarks=tuple(_get(data, "benchmarks", list, path)),
         variants=variants,
         path=path,
+        compile=comp,
+        overrides=overrides,
+        raw=data,
     )
 
 

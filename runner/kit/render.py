@@ -3,8 +3,7 @@
 from pathlib import Path
 
 from . import blocks
-from .base import base_tag
-from .blocks import CA_SECRET, Copy, Env, Label, Primitive, Shell
+from .blocks import CA_SECRET, ContentLabels, Copy, Env, Label, Primitive, Shell
 from .errors import KitError
 from .paths import repo_root
 from .recipes import Recipe
@@ -28,15 +27,17 @@ def dockerfile(r: Recipe, variant: str = "cpu") -> str:
     lines = [
         *_header(r, variant),
         "# Build from the repository root (`kit build` does this and passes the site CA):",
-        f"#   DOCKER_BUILDKIT=1 docker build -f containers/{r.name}/Dockerfile \\",
+        f"#   DOCKER_BUILDKIT=1 docker build -f containers/{r.name}/{dockerfile_name(variant)} \\",
         f"#     --secret id=cacert,src=/etc/ssl/certs/ca-certificates.crt -t {r.tag(variant)} .",
-        f"ARG BASE_IMAGE={base_tag(r.distro)}",
-        "FROM ${BASE_IMAGE}",
-        'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
-        "ARG KIT_PIP_INDEX_URL",
+        f"ARG BASE_IMAGE={r.base}",
     ]
-    for p in blocks.image(r, variant):
-        lines.append(_docker(p))
+    for stage in blocks.image(r, variant):
+        lines += [
+            "FROM ${BASE_IMAGE}" + (f" AS {stage.name}" if stage.name else ""),
+            'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
+            "ARG KIT_PIP_INDEX_URL",
+        ]
+        lines += [_docker(p) for p in stage.prims]
     return "\n".join(lines) + "\n"
 
 
@@ -46,11 +47,19 @@ def _docker(p: Primitive) -> str:
             word = "LABEL" if isinstance(p, Label) else "ENV"
             body = " \\\n    ".join(f"{k}={_quote(v)}" for k, v in values)
             return f"{word} {body}"
-        case Shell(commands, secret):
-            mount = f"--mount=type=secret,id=cacert,target={CA_SECRET} " if secret else ""
-            return f"RUN {mount}" + CONTINUE.join(commands)
+        case Shell(commands, secret, mount):
+            flags = f"--mount=type=secret,id=cacert,target={CA_SECRET} " if secret else ""
+            if mount:
+                flags += (
+                    f"--mount=type=bind,from={mount.stage},source={mount.src},target={mount.dst} "
+                )
+            return f"RUN {flags}" + CONTINUE.join(commands)
         case Copy(src, dst):
             return f"COPY {src} {dst}"
+        case ContentLabels(items):
+            args = [f"ARG {arg}" for _, arg, _ in items]
+            body = " \\\n    ".join(f'{label}="${{{arg}}}"' for label, arg, _ in items)
+            return "\n".join([*args, f"LABEL {body}"])
     raise TypeError(p)
 
 
@@ -60,9 +69,41 @@ def definition(r: Recipe, variant: str = "cpu") -> str:
     Build from the repository root:
     apptainer build --build-arg BASE_SIF=base.sif --bind CA:/run/secrets/cacert x.sif x.def
     """
-    prims = blocks.image(r, variant)
+    stages = blocks.image(r, variant)
+    lines = [
+        *_header(r, variant),
+    ]
+    if r.local_base:
+        lines += [
+            "# Build from the repository root without Docker, from the base image as a SIF:",
+            f"#   apptainer build --build-arg BASE_SIF=base.sif {r.name}.sif "
+            f"containers/{r.name}/{definition_name(r.name, variant)}",
+        ]
+        bootstrap = ["Bootstrap: localimage", "From: {{ BASE_SIF }}"]
+    else:
+        lines += [
+            "# Build from the repository root without Docker:",
+            f"#   apptainer build {r.name}-{variant}.sif "
+            f"containers/{r.name}/{definition_name(r.name, variant)}",
+        ]
+        bootstrap = ["Bootstrap: docker", f"From: {r.base}"]
+    for i, stage in enumerate(stages):
+        if i:
+            lines.append("")
+        lines += bootstrap
+        if len(stages) > 1:
+            lines.append(f"Stage: {stage.name or 'final'}")
+        if i == 0 and r.local_base:
+            lines += ["", "%arguments", f"    BASE_SIF=kit-base-{r.distro}.sif"]
+        lines += _sections(stage, blocks.under_fakeroot(r))
+    lines += ["", "%runscript", f'    exec {blocks.PYTHON} "$@"']
+    return "\n".join(lines) + "\n"
+
+
+def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
     sections: dict[str, list[str]] = {"labels": [], "environment": [], "files": [], "post": []}
-    for p in prims:
+    copied: dict[str, list[str]] = {}  # %files from <stage>
+    for p in stage.prims:
         match p:
             case Label(values):
                 sections["labels"] += [f"{k} {v}" for k, v in values]
@@ -72,30 +113,40 @@ def definition(r: Recipe, variant: str = "cpu") -> str:
                 sections["post"] += exports
             case Copy(src, dst):
                 sections["files"].append(f"{src} {dst}")
-            case Shell(commands):
+            case Shell(commands, _, mount):
+                if mount:
+                    copied.setdefault(mount.stage, []).append(f"{mount.src} {mount.dst}")
                 sections["post"] += [c.replace("\n", "\n    ") for c in commands]
-    lines = [
-        *_header(r, variant),
-        "# Build from the repository root without Docker, from the base image as a SIF:",
-        f"#   apptainer build --build-arg BASE_SIF=base.sif {r.name}.sif "
-        f"containers/{r.name}/{r.name}.def",
-        "Bootstrap: localimage",
-        "From: {{ BASE_SIF }}",
-        "",
-        "%arguments",
-        f"    BASE_SIF=kit-base-{r.distro}.sif",
-    ]
+                if mount:
+                    sections["post"].append(f"rm -rf {mount.dst}")
+    lines = []
     for name in ("labels", "environment", "files"):
         lines += ["", f"%{name}"] + [f"    {x}" for x in sections[name]]
-    lines += ["", "%post", "    set -euo pipefail"] + [f"    {x}" for x in sections["post"]]
-    lines += ["", "%runscript", f'    exec {blocks.PYTHON} "$@"']
-    return "\n".join(lines) + "\n"
+    for src_stage, items in copied.items():
+        lines += ["", f"%files from {src_stage}"] + [f"    {x}" for x in items]
+    post = ["set -euo pipefail", *preamble, *sections["post"]]
+    lines += ["", "%post -c /bin/bash"] + [f"    {x}" for x in post]
+    return lines
+
+
+def dockerfile_name(variant: str) -> str:
+    return "Dockerfile" if variant == "cpu" else f"Dockerfile.{variant}"
+
+
+def definition_name(name: str, variant: str) -> str:
+    return f"{name}.def" if variant == "cpu" else f"{name}-{variant}.def"
 
 
 def outputs(r: Recipe) -> dict[Path, str]:
-    """Every file `kit render` writes for one recipe (the cpu variant is the default build)."""
+    """Every file `kit render` writes for one recipe: a Dockerfile and a definition per
+    variant (the cpu variant's are the plain names)."""
     out = repo_root() / "containers" / r.name
-    return {out / "Dockerfile": dockerfile(r), out / f"{r.name}.def": definition(r)}
+    files = {}
+    for v in r.variants:
+        rv = r.for_variant(v)
+        files[out / dockerfile_name(v)] = dockerfile(rv, v)
+        files[out / definition_name(r.name, v)] = definition(rv, v)
+    return files
 
 
 def write(recipes: list[Recipe]) -> list[Path]:

@@ -13,7 +13,7 @@ from .conftest import IMAGE, RUNTIMES, kit
 
 pytestmark = pytest.mark.integration
 
-TAG = "kit/pytorch-mpich:1.0.0-cpu"
+TAG = "kit/pytorch-mpich:1.1.0-cpu"
 LEFTOVER = ("squashfuse", "mpirun", "hydra_pmi_proxy", "ch-run", "torch_cnn", "starter")
 
 
@@ -25,8 +25,9 @@ def run_args(
     repeats: str = "1",
     steps: str = "10",
     timeout: str = "300",
+    warmups: str = "0",
 ) -> list[str]:
-    """`kit run` arguments for a short campaign without warm-up trials."""
+    """`kit run` arguments for a short campaign (by default without warm-up trials)."""
     return [
         "run",
         IMAGE,
@@ -37,7 +38,7 @@ def run_args(
         "--repeats",
         repeats,
         "--warmup-trials",
-        "0",
+        warmups,
         "--steps",
         steps,
         "--timeout",
@@ -68,11 +69,12 @@ def records(out: Path) -> list[dict]:
 def test_image_records_what_it_contains(built):
     labels = json.loads(docker("image", "inspect", TAG))[0]["Config"]["Labels"]
     assert labels["kit.mpi.flavour"] == "mpich"
-    assert labels["kit.recipe.version"] == "1.0.0"
+    assert labels["kit.recipe.version"] == "1.1.0"
     manifest = json.loads((built["dir"] / "manifest.json").read_text())
-    assert "python3-torch=1.13.1+dfsg-4" in manifest["apt"]
-    assert "mpich=4.0.2-3+b1" in manifest["apt"]
+    for apt in ("python3-torch=1.13.1+dfsg-4", "python3-torchvision=0.14.1-2", "mpich=4.0.2-3+b1"):
+        assert apt in manifest["apt"] and apt in labels["kit.apt-packages"].split()
     assert "mpi4py==3.1.4" in manifest["pip"]
+    assert labels["kit.pip-packages"].split() == manifest["pip"]
     lib = docker(
         "run",
         "--rm",

@@ -52,3 +52,80 @@ def test_ca_bundle_override_must_exist(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
     assert build.ca_bundle(ca) == ca
+
+
+def test_variant_tables_override_the_recipe(kit_root, mini):
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace('variants = ["cpu"]', 'variants = ["cpu", "cuda"]')
+        + '[variant.cuda]\nbase = "nvidia/cuda:11.8.0-base-ubuntu22.04"\ndistro = "jammy"\n'
+        + '[variant.cuda.env]\nNVIDIA_VISIBLE_DEVICES = "all"\n'
+    )
+    r = recipes.load("mini-openmpi")
+    cuda = r.for_variant("cuda")
+    assert (r.base, r.local_base) == ("kit/debian:bookworm", True)
+    assert (cuda.base, cuda.distro, cuda.local_base) == (
+        "nvidia/cuda:11.8.0-base-ubuntu22.04",
+        "jammy",
+        False,
+    )
+    assert cuda.env == (("NVIDIA_VISIBLE_DEVICES", "all"),) and r.env == ()
+    assert cuda.pip == r.pip and cuda.tag("cuda") == "kit/mini-openmpi:0.1.0-cuda"
+    assert build.build_argv(cuda, "cuda", None, build.Options())[6].endswith(
+        "containers/mini-openmpi/Dockerfile.cuda"
+    )
+    from kit import render
+
+    files = {p.name: text for p, text in render.outputs(r).items()}
+    assert set(files) == {
+        "Dockerfile",
+        "Dockerfile.cuda",
+        "mini-openmpi.def",
+        "mini-openmpi-cuda.def",
+    }
+    assert "ARG BASE_IMAGE=nvidia/cuda:11.8.0-base-ubuntu22.04\n" in files["Dockerfile.cuda"]
+    assert 'NVIDIA_VISIBLE_DEVICES="all"' in files["Dockerfile.cuda"]
+    assert (
+        "Bootstrap: docker\nFrom: nvidia/cuda:11.8.0-base-ubuntu22.04\n"
+        in files["mini-openmpi-cuda.def"]
+    )
+    with pytest.raises(KitError, match="has no variant 'rocm'"):
+        r.for_variant("rocm")
+
+
+def test_unpullable_base_is_a_clear_error(kit_root, mini, tmp_path, monkeypatch):
+    """A registry-less engine: inspect finds nothing and pull fails with its reason."""
+    fake = tmp_path / "docker"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = pull ] && echo "dial tcp: lookup: no such host" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(fake))
+    engine.docker.cache_clear()
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace('variants = ["cpu"]', 'variants = ["cpu", "cuda"]')
+        + '[variant.cuda]\nbase = "nvidia/cuda:11.8.0-base-ubuntu22.04"\n'
+    )
+    cuda = recipes.load("mini-openmpi").for_variant("cuda")
+    with pytest.raises(KitError) as e:
+        build.ensure_base(cuda, "cuda")
+    engine.docker.cache_clear()
+    assert str(e.value) == (
+        "the cuda variant of mini-openmpi builds FROM nvidia/cuda:11.8.0-base-ubuntu22.04, "
+        "which this engine does not have and cannot pull (dial tcp: lookup: no such host); "
+        "build it where that image can be pulled, or 'docker load' it here first"
+    )
+
+
+def test_label_pass_reuses_the_first_builds_cache():
+    first = ["docker", "build", "-t", "kit/x:1-cpu", "--no-cache", "/repo"]
+    assert build.label_argv(first, ["KIT_APT_PACKAGES=a=1 b=2", "KIT_PIP_PACKAGES=c==3"]) == [
+        "docker",
+        "build",
+        "-t",
+        "kit/x:1-cpu",
+        "--build-arg",
+        "KIT_APT_PACKAGES=a=1 b=2",
+        "--build-arg",
+        "KIT_PIP_PACKAGES=c==3",
+        "/repo",
+    ]

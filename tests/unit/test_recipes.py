@@ -50,3 +50,45 @@ def test_bad_recipe(kit_root, mini, old, new, message):
 def test_unknown_image_lists_known(kit_root):
     with pytest.raises(KitError, match=r"unknown image 'nope' \(known: mini-openmpi\)"):
         recipes.load("nope")
+
+
+def test_extends_merges_tables_and_replaces_values(kit_root):
+    write(
+        kit_root,
+        'extends = "mini-openmpi"\nname = "mini-mpich"\n[mpi]\nflavour = "mpich"\n'
+        '[apt]\npackages = ["python3=3.11.2-1+b1", "gcc=4:12.2.0-3"]\n',
+        name="mini-mpich",
+    )
+    r = recipes.load("mini-mpich")
+    assert (r.name, r.version, r.mpi.flavour, r.mpi.version) == (
+        "mini-mpich", "0.1.0", "mpich", "4.1.4-3+b1"
+    )
+    assert r.apt == ("python3=3.11.2-1+b1", "gcc=4:12.2.0-3")
+    assert r.pip == ("mpi4py==3.1.4",)
+
+
+def test_extends_errors(kit_root):
+    write(kit_root, 'extends = "nope"\nname = "a"\n', name="a")
+    with pytest.raises(KitError, match=r"a\.toml: extends unknown recipe 'nope'"):
+        recipes.load("a")
+    write(kit_root, 'extends = "b"\nname = "a"\n', name="a")
+    write(kit_root, 'extends = "a"\nname = "b"\n', name="b")
+    with pytest.raises(KitError, match="'extends' loops back"):
+        recipes.load("a")
+
+
+def test_compile_section(kit_root, mini):
+    write(
+        kit_root,
+        mini.replace('from_source = ["mpi4py"]\n', "")
+        + '[compile]\npackages = ["horovod==0.28.1"]\ncheck = ["horovodrun --check-build"]\n'
+        + '[compile.env]\nHOROVOD_WITH_MPI = "1"\n',
+    )
+    r = recipes.load("mini-openmpi")
+    assert r.compile == recipes.Compile(
+        ("horovod==0.28.1",), (("HOROVOD_WITH_MPI", "1"),), ("horovodrun --check-build",)
+    )
+    assert r.compile_args() == [
+        "--no-cache-dir", "--no-build-isolation", "--no-deps", "--no-binary=horovod",
+        "horovod==0.28.1",
+    ]

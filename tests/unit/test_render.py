@@ -28,8 +28,9 @@ ENV KIT_IMAGE="mini-openmpi" \\
     KIT_VARIANT="cpu" \\
     KIT_MPI_FLAVOUR="openmpi" \\
     PATH="/opt/kit/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-RUN apt-get update && \\
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+RUN apt-get -o APT::Sandbox::User=root update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
+--no-install-recommends \\
         python3=3.11.2-1+b1 \\
         openmpi-bin=4.1.4-3+b1 \\
         libopenmpi-dev=4.1.4-3+b1 && \\
@@ -49,7 +50,14 @@ RUN mkdir -p /opt/kit && \\
     dpkg-query -W -f='${Package}=${Version}\\n' > /opt/kit/apt-packages.txt && \\
     /opt/kit/venv/bin/python -m pip list --format=freeze > /opt/kit/pip-packages.txt
 COPY benchmarks /opt/kit/benchmarks
+ARG KIT_APT_PACKAGES
+ARG KIT_PIP_PACKAGES
+LABEL kit.apt-packages="${KIT_APT_PACKAGES}" \\
+    kit.pip-packages="${KIT_PIP_PACKAGES}"
 """
+
+
+APT_UPDATE = "RUN apt-get -o APT::Sandbox::User=root update"
 
 
 def test_dockerfile_exact(kit_root):
@@ -67,7 +75,10 @@ def test_definition_has_same_content_as_dockerfile(kit_root):
     assert "%files\n    benchmarks /opt/kit/benchmarks\n" in text
     assert "    kit.mpi.flavour openmpi\n" in text
     assert '    export KIT_IMAGE="mini-openmpi"\n' in text
-    post = text.split("%post\n", 1)[1]
+    post = text.split("%post -c /bin/bash\n    set -euo pipefail\n", 1)[1]
+    # unprivileged Apptainer builds re-run %post under the distribution's fakeroot
+    assert post.startswith('    if [ -z "${FAKEROOTKEY:-}" ]; then\n')
+    assert "fakeroot=1.31-1.2\n        exec fakeroot -- /bin/bash \"$0\"\n    fi\n" in post
     assert "        openmpi-bin=4.1.4-3+b1 \\\n" in post
     assert "--no-build-isolation --no-binary=mpi4py" in post
     assert text.endswith('%runscript\n    exec /opt/kit/venv/bin/python "$@"\n')
@@ -88,3 +99,39 @@ def test_render_then_check_then_drift(kit_root):
 
 def test_committed_containers_match_recipes():
     render.check(list(recipes.load_all().values()))
+
+
+def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace(
+            '[apt]\npackages = ["python3=3.11.2-1+b1"]',
+            '[apt]\npackages = ["python3=3.11.2-1+b1"]\nbuild = ["g++=4:12.2.0-3"]',
+        )
+        + '[compile]\npackages = ["horovod==0.28.1"]\ncheck = ["horovodrun --check-build"]\n'
+        + '[compile.env]\nHOROVOD_WITH_MPI = "1"\n'
+    )
+    r = recipes.load("mini-openmpi")
+    text = render.dockerfile(r)
+    builder, final = text.split("FROM ${BASE_IMAGE}")[1:]
+    assert builder.startswith(" AS builder\n") and final.startswith("\nSHELL")
+    # the shared steps come first in both stages, so BuildKit runs them once
+    shared = APT_UPDATE.join(builder.split("\n", 1)[1].split(APT_UPDATE)[:2])
+    assert final.split("\n", 1)[1].startswith(shared) and "--system-site-packages" in shared
+    assert "g++=4:12.2.0-3" in builder and "g++" not in final
+    assert (
+        "    MPICC=mpicc.openmpi HOROVOD_WITH_MPI=1 /opt/kit/venv/bin/pip wheel "
+        "--wheel-dir=/opt/kit/wheels --no-cache-dir --no-build-isolation --no-deps "
+        '--no-binary=horovod ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
+        "        horovod==0.28.1\n"
+    ) in builder
+    assert (
+        "RUN --mount=type=bind,from=builder,source=/opt/kit/wheels,target=/tmp/kit-wheels "
+        "/opt/kit/venv/bin/pip install --no-cache-dir --no-deps --no-index "
+        "/tmp/kit-wheels/*.whl && \\\n    horovodrun --check-build\n"
+    ) in final
+    definition = render.definition(r)
+    assert definition.count("Bootstrap: localimage") == 2
+    assert "Stage: builder\n" in definition and "Stage: final\n" in definition
+    final_def = definition.split("Stage: final\n")[1]
+    assert "%files from builder\n    /opt/kit/wheels /tmp/kit-wheels\n" in final_def
+    assert "    horovodrun --check-build\n    rm -rf /tmp/kit-wheels\n" in final_def

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Caffe2 synthetic-data CNN training benchmark (brew nets, Gloo allreduce, TensorBoard events).
+
+Caffe2 as shipped in PyTorch 1.10.2's wheel: the net is built with model_helper
+and brew and parallelised with data_parallel_model. No Caffe2 wheel has MPI, so
+with several ranks the gradients are allreduced by Gloo, whose ranks meet through
+a file store in a directory every rank can see (--store, default /dev/shm: one
+node); mpirun (or srun) only starts the ranks, and mpi4py agrees the store's name.
+With --logdir, rank 0 writes TensorBoard event files (tensorboardX): the graph,
+and per step loss, accuracy and images/s, as c2board did.
+"""
+
+from __future__ import annotations  # Python 3.9 in the Caffe2 images
+
+import argparse
+import os
+import sys
+import time
+import uuid
+
+import kitbench
+
+CLASSES = 10
+MODELS = {"tiny": 32}  # model -> input image side
+
+
+def tiny(brew, model, data: str) -> str:
+    conv1 = brew.conv(model, data, "conv1", dim_in=3, dim_out=16, kernel=3, pad=1)
+    pool1 = brew.max_pool(model, brew.relu(model, conv1, conv1), "pool1", kernel=2, stride=2)
+    conv2 = brew.conv(model, pool1, "conv2", dim_in=16, dim_out=32, kernel=3, pad=1)
+    pool2 = brew.average_pool(model, brew.relu(model, conv2, conv2), "pool2", global_pooling=True)
+    return brew.fc(model, pool2, "fc", dim_in=32, dim_out=CLASSES)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    kitbench.common_args(p, list(MODELS))
+    p.add_argument("--store", default="/dev/shm", help="Gloo rendezvous folder all ranks see")
+    p.add_argument("--logdir", help="write TensorBoard event files here (rank 0)")
+    a = p.parse_args(argv)
+    kitbench.check_args(p, a, list(MODELS))
+    return a
+
+
+def rendezvous(a: argparse.Namespace, rank: int, size: int) -> dict | None:
+    """Gloo over TCP, ranks meeting in a fresh file store; loopback when on one host."""
+    if size == 1:
+        return None
+    from caffe2.python import core, workspace
+
+    comm = kitbench.mpi_comm()
+    path = comm.bcast(os.path.join(a.store, f"kit-caffe2-{uuid.uuid4().hex}"), root=0)
+    hosts = set(comm.allgather(os.uname().nodename))
+    if rank == 0:
+        os.makedirs(path)
+    comm.Barrier()
+    workspace.RunOperatorOnce(
+        core.CreateOperator("FileStoreHandlerCreate", [], ["store_handler"], path=path)
+    )
+    return {
+        "kv_handler": "store_handler",
+        "shard_id": rank,
+        "num_shards": size,
+        "engine": "GLOO",
+        "transport": "tcp",
+        "interface": "lo" if len(hosts) == 1 else "",
+        "exit_nets": None,
+        "path": path,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    t_start = time.time()
+    a = parse_args(argv)
+    launch = a.launch_time or t_start
+    rank, size = kitbench.launcher_rank()
+    mpi = kitbench.mpi_library()
+    threads = kitbench.threads_per_rank(a.threads, size)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+    from caffe2.python import brew, data_parallel_model, model_helper, optimizer, workspace
+
+    torch.set_num_threads(threads)
+    workspace.GlobalInit(["caffe2", "--caffe2_log_level=2"])
+    side = MODELS[a.model]
+
+    def inputs(model) -> None:
+        init = model.param_init_net
+        init.GaussianFill([], "data", shape=[a.batch_size, 3, side, side], mean=0.0, std=1.0)
+        init.UniformIntFill([], "label", shape=[a.batch_size], min=0, max=CLASSES - 1)
+
+    def forward(model, loss_scale: float) -> list:
+        softmax, loss = model.SoftmaxWithLoss([tiny(brew, model, "data"), "label"], ["sm", "loss"])
+        brew.accuracy(model, [softmax, "label"], "accuracy")
+        return [model.Scale(loss, "scaled_loss", scale=loss_scale)]
+
+    def sgd(model) -> None:
+        optimizer.build_sgd(model, base_learning_rate=0.01, policy="fixed", momentum=0.9)
+
+    model = model_helper.ModelHelper(name=f"kit_{a.model}", arg_scope={"order": "NCHW"})
+    meet = rendezvous(a, rank, size)
+    data_parallel_model.Parallelize(
+        model,
+        input_builder_fun=inputs,
+        forward_pass_builder_fun=forward,
+        optimizer_builder_fun=sgd,
+        devices=[0],
+        rendezvous=meet and {k: v for k, v in meet.items() if k != "path"},
+        cpu_device=True,
+        optimize_gradient_memory=False,
+    )
+    workspace.RunNetOnce(model.param_init_net)
+    params = sorted(str(p) for p in model.GetParams())
+    if size > 1:  # every rank starts from rank 0's weights (Caffe2 does not broadcast them)
+        comm = kitbench.mpi_comm()
+        for name in params:
+            workspace.FeedBlob(name, comm.bcast(workspace.FetchBlob(name), root=0))
+    workspace.CreateNet(model.net)
+    writer = None
+    if a.logdir and rank == 0:
+        from tensorboardX import SummaryWriter
+
+        writer = SummaryWriter(a.logdir)
+        writer.add_graph_deprecated([model.param_init_net, model.net])
+    prefix = "cpu_0/"
+    step_times, losses, first_step_end = [], [], None
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        workspace.RunNet(model.net.Proto().name)
+        dt = time.perf_counter() - t0
+        if first_step_end is None:
+            first_step_end = time.time()
+        loss = float(workspace.FetchBlob(prefix + "loss"))
+        if writer:
+            writer.add_scalar("loss", loss, i)
+            writer.add_scalar("accuracy", float(workspace.FetchBlob(prefix + "accuracy")), i)
+            writer.add_scalar("images_per_sec", a.batch_size * size / dt, i)
+        if i >= a.warmup:
+            step_times.append(dt)
+            losses.append(loss)
+    if writer:
+        writer.close()
+    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    mine["weights_sum"] = float(sum(abs(workspace.FetchBlob(n)).sum() for n in params))
+    ranks = [mine]
+    if size > 1:
+        ranks = kitbench.mpi_comm().gather(mine, root=0)
+        if rank == 0:
+            for name in os.listdir(meet["path"]):
+                os.remove(os.path.join(meet["path"], name))
+            os.rmdir(meet["path"])
+        kitbench.finalize()
+    if rank == 0:
+        kitbench.emit(
+            kitbench.record(
+                "caffe2-cnn",
+                "caffe2",
+                torch.__version__,
+                mpi,
+                a,
+                ranks,
+                threads,
+                step_times,
+                losses,
+                logdir=a.logdir,
+                # the same weights on every rank prove the gradients were allreduced
+                weights_in_sync=max(r["weights_sum"] for r in ranks)
+                - min(r["weights_sum"] for r in ranks)
+                <= 1e-6 * ranks[0]["weights_sum"],
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # As in torch_cnn: everything is written; skip teardown of the Gloo contexts.
+    os._exit(code)

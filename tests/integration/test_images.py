@@ -1,0 +1,138 @@
+"""The framework images: a full Horovod build, its check and a 2-rank allreduce in it."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import kit
+
+pytestmark = pytest.mark.integration
+
+HOROVOD = "horovod-mpich"
+HOROVOD_TAG = "kit/horovod-mpich:1.0.0-cpu"
+
+ALLREDUCE = """
+import horovod.tensorflow as hvt, horovod.torch as hvd, tensorflow as tf, torch
+hvd.init(); hvt.init()
+t = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), op=hvd.Sum)
+f = hvt.allreduce(tf.constant([hvt.rank() + 1.0]), op=hvt.Sum)
+print("RESULT", hvd.rank(), hvd.size(), hvd.mpi_enabled(), float(t[0]), float(f[0]))
+"""
+
+
+def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.CompletedProcess:
+    """Run in the image as the invoking user, with the same settings kit's docker runtime uses."""
+    user = f"{os.getuid()}:{os.getgid()}"
+    mount = ["-v", volume] if volume else []
+    settings = ["--user", user, "--ipc=host", "--network=host", "-e", "HOME=/tmp", *mount]
+    return subprocess.run(
+        ["docker", "run", "--rm", *settings, tag, *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def horovod(ready) -> dict:
+    """Build horovod-mpich (Horovod compiled in the builder stage); its manifest."""
+    out = kit("build", HOROVOD, timeout=3600).stdout
+    path = next(line.split()[-1] for line in out.splitlines() if line.startswith("manifest "))
+    return json.loads(open(path).read())
+
+
+def test_horovod_check_build_lists_both_frameworks_and_mpi(horovod):
+    p = in_image(HOROVOD_TAG, "horovodrun", "--check-build")
+    assert p.returncode == 0, p.stderr
+    for line in ("[X] TensorFlow", "[X] PyTorch", "[X] MPI", "[X] Gloo"):
+        assert line in p.stdout, p.stdout
+
+
+def test_horovod_two_rank_allreduce_under_mpirun(horovod):
+    p = in_image(HOROVOD_TAG, "mpirun", "-np", "2", "python", "-c", ALLREDUCE)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = sorted(
+        line.split()[1:] for line in p.stdout.splitlines() if line.startswith("RESULT")
+    )
+    assert results == [["0", "2", "True", "3.0", "3.0"], ["1", "2", "True", "3.0", "3.0"]]
+
+
+def test_builder_stage_stays_out_of_the_image(horovod):
+    apt = dict(p.split("=", 1) for p in horovod["apt"])
+    pip = dict(p.split("==", 1) for p in horovod["pip"])
+    assert pip["horovod"] == "0.28.1" and pip["tensorflow-cpu"] == "2.12.1"
+    assert apt["python3-torch"] == "1.13.1+dfsg-4" and apt["mpich"] == "4.0.2-3+b1"
+    for compiler in ("g++", "cmake", "libtorch-dev"):
+        assert compiler not in apt, f"{compiler} leaked from the builder stage"
+    assert horovod["labels"]["kit.mpi.flavour"] == "mpich"
+
+
+CAFFE2_TAG = "kit/caffe2-mpich:1.0.0-cpu"
+
+READ_EVENTS = """
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1]).Reload()
+print("TAGS", sorted(acc.Tags()["scalars"]), "GRAPH", acc.Tags()["graph"])
+print("LOSS", len(acc.Scalars("loss")), acc.Scalars("loss")[-1].value)
+"""
+
+
+@pytest.fixture(scope="module")
+def caffe2(ready) -> None:
+    kit("build", "caffe2-mpich", timeout=3600)
+
+
+def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_path):
+    logs = tmp_path / "events"
+    logs.mkdir()
+    run = in_image(
+        CAFFE2_TAG,
+        *("mpirun", "-np", "2", "python", "/opt/kit/benchmarks/caffe2_cnn.py"),
+        *("--steps", "8", "--warmup", "2", "--logdir", "/events"),
+        volume=f"{logs}:/events",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rec = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (rec["bench"], rec["ranks"], rec["framework"]) == ("caffe2-cnn", 2, "caffe2")
+    assert rec["mpi_library"].startswith("MPICH") and len(rec["loss"]) == 8
+    read = in_image(CAFFE2_TAG, "python", "-c", READ_EVENTS, "/events", volume=f"{logs}:/events")
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert "TAGS ['accuracy', 'images_per_sec', 'loss'] GRAPH True" in read.stdout
+    assert "LOSS 10 " in read.stdout  # every step, warm-up included
+
+
+def test_definition_builds_with_apptainer_alone(ready, tmp_path):
+    """pytorch-mpich's definition becomes a SIF through Apptainer only, as an ordinary
+    user: the local base as a SIF (from its archive), then the definition; no engine
+    takes part in the build itself."""
+    repo = Path(__file__).resolve().parents[2]
+    base_tar = tmp_path / "base.tar"
+    subprocess.run(["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"], check=True)
+
+    def apptainer(*args: str) -> subprocess.CompletedProcess:
+        p = subprocess.run(
+            ["apptainer", *args], capture_output=True, text=True, cwd=repo, timeout=3000
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        return p
+
+    apptainer("build", str(tmp_path / "base.sif"), f"docker-archive://{base_tar}")
+    sif = tmp_path / "pytorch-mpich.sif"
+    apptainer(
+        *("build", "--ignore-fakeroot-command"),
+        *("--build-arg", f"BASE_SIF={tmp_path / 'base.sif'}"),
+        *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
+    )
+    probe = (
+        "import torch; from mpi4py import MPI; print(torch.__version__, MPI.Get_library_version())"
+    )
+    out = apptainer("exec", str(sif), "python", "-c", probe).stdout
+    assert out.startswith("1.13.1") and "MPICH Version:" in out
+    pip = apptainer("exec", str(sif), "cat", "/opt/kit/pip-packages.txt").stdout.split()
+    assert "mpi4py==3.1.4" in pip
+    labels = apptainer("inspect", "--labels", str(sif)).stdout
+    assert "kit.mpi.flavour: mpich" in labels
