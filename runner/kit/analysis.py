@@ -7,6 +7,7 @@ summarised by medians with intervals and compared with the reference arm
 (`native`) by the ratio of medians.
 """
 
+import dataclasses
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class Key:
     model: str
     batch_size: int
     ranks: int
+    data: str = "synthetic"  # or "real": read through the framework's input pipeline
 
 
 @dataclass
@@ -62,6 +64,15 @@ class Scaling:
 
 
 @dataclass
+class IoOverhead:
+    """(synthetic - real) / synthetic images/s: what reading real data costs one arm."""
+
+    key: Key  # the real-data configuration
+    runtime: str
+    overhead: stats.Interval
+
+
+@dataclass
 class Analysis:
     out_dir: str
     trials: int
@@ -72,6 +83,7 @@ class Analysis:
     confidence: float
     groups: list[Group]
     scaling: list[Scaling]
+    io: list[IoOverhead]
     runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
 
 
@@ -131,7 +143,8 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
-        key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"])
+        data = r["result"].get("data", "synthetic")
+        key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data)
         by_key[key][r["runtime"]].append(r)
 
     def rates(rs: list[dict]) -> list[float]:
@@ -157,12 +170,26 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
     for key, by_rt in by_key.items():
         if key.ranks == 1:
             continue
-        one = by_key.get(Key(key.image, key.bench, key.model, key.batch_size, 1), {})
+        one = by_key.get(dataclasses.replace(key, ranks=1), {})
         for rt, rs in sorted(by_rt.items()):
             if rt in one:
                 ideal = [x * key.ranks for x in rates(one[rt])]
                 scaling.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, confidence)))
     scaling.sort(key=lambda s: (*vars(s.key).values(), s.runtime))
+
+    io = []
+    for key, by_rt in by_key.items():
+        synthetic = by_key.get(dataclasses.replace(key, data="synthetic"), {})
+        if key.data == "synthetic":
+            continue
+        for rt, rs in sorted(by_rt.items()):
+            if rt in synthetic:
+                ratio = stats.ratio_ci(rates(rs), rates(synthetic[rt]), confidence)
+                flipped = stats.Interval(
+                    1 - ratio.value, 1 - ratio.high, 1 - ratio.low, ratio.coverage
+                )
+                io.append(IoOverhead(key, rt, flipped))
+    io.sort(key=lambda x: (*vars(x.key).values(), x.runtime))
 
     runtimes: dict[str, dict] = {}
     for r in records:
@@ -184,5 +211,6 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
         confidence=confidence,
         groups=groups,
         scaling=scaling,
+        io=io,
         runtimes=runtimes,
     )

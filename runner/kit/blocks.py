@@ -121,7 +121,8 @@ def apt_install(pins: tuple[str, ...]) -> Shell:
 # Apptainer builds a definition unprivileged in a user namespace that maps only root,
 # where package scripts that chown to other users fail; the definition's %post
 # therefore re-runs itself under the distribution's own fakeroot (Apptainer's would
-# be the sid root's, whose glibc the image lacks).
+# be the sid root's, whose glibc the image lacks), told not to try the real chown
+# (it fails with EINVAL for unmapped ids, which fakeroot would pass on).
 FAKEROOT = {"bookworm": "1.31-1.2", "bullseye": "1.25.3-1.1", "jammy": "1.28-1ubuntu1"}
 
 
@@ -132,6 +133,7 @@ def under_fakeroot(r: Recipe) -> tuple[str, ...]:
         'if [ -z "${FAKEROOTKEY:-}" ]; then',
         f"    {apt} update && DEBIAN_FRONTEND=noninteractive {apt} install -y "
         f"--no-install-recommends fakeroot={FAKEROOT[r.distro]}",
+        "    export FAKEROOTDONTTRYCHOWN=1",
         '    exec fakeroot -- /bin/bash "$0"',
         "fi",
     )

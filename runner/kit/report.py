@@ -20,7 +20,7 @@ NOTES = (
     "'no significant difference' means no difference larger than that. Start-up is "
     "launch to first finished step, reported apart from throughput. Scaling "
     "efficiency is throughput at N ranks over N times one rank's (per-rank batch "
-    "size fixed)."
+    "size fixed). I/O overhead is (synthetic - real) / synthetic images/s."
 )
 
 
@@ -42,7 +42,9 @@ def _pct(x: float | None) -> str:
 
 
 def _title(k: Key) -> str:
-    return f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
+    return f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)" + (
+        "" if k.data == "synthetic" else f" · {k.data} data"
+    )
 
 
 COLUMNS = [
@@ -114,6 +116,21 @@ def _scaling_rows(a: Analysis) -> list[list[str]]:
 
 
 SCALING_COLUMNS = ["image", "model", "batch", "ranks", "runtime", "efficiency [CI]"]
+IO_COLUMNS = ["image", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
+
+
+def _io_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            x.key.image,
+            x.key.model,
+            str(x.key.batch_size),
+            str(x.key.ranks),
+            x.runtime,
+            _iv(x.overhead, 3),
+        ]
+        for x in a.io
+    ]
 
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -130,6 +147,8 @@ def markdown(a: Analysis) -> str:
         lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
     if a.scaling:
         lines += ["## Scaling efficiency", "", *_md_table(SCALING_COLUMNS, _scaling_rows(a)), ""]
+    if a.io:
+        lines += ["## I/O overhead", "", *_md_table(IO_COLUMNS, _io_rows(a)), ""]
     if a.not_ok:
         lines += ["## Trials that did not finish", "", *(f"- {x}" for x in _failed(a)), ""]
     lines += ["## Runtimes", "", *(f"- {x}" for x in _runtimes(a)), "", NOTES, ""]
@@ -146,6 +165,7 @@ def _csv(a: Analysis) -> str:
             "model",
             "batch_size",
             "ranks",
+            "data",
             "runtime",
             "n",
             "images_per_sec",
@@ -173,6 +193,7 @@ def _csv(a: Analysis) -> str:
                     k.model,
                     k.batch_size,
                     k.ranks,
+                    k.data,
                     x.runtime,
                     x.n,
                     f"{x.rate.value:.4g}",
@@ -220,6 +241,8 @@ def _html(a: Analysis) -> str:
         ]
     if a.scaling:
         parts += ["<h2>Scaling efficiency</h2>", _html_table(SCALING_COLUMNS, _scaling_rows(a))]
+    if a.io:
+        parts += ["<h2>I/O overhead</h2>", _html_table(IO_COLUMNS, _io_rows(a))]
     if a.not_ok:
         parts += [
             "<h2>Trials that did not finish</h2><ul>",

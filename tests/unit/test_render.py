@@ -78,7 +78,10 @@ def test_definition_has_same_content_as_dockerfile(kit_root):
     post = text.split("%post -c /bin/bash\n    set -euo pipefail\n", 1)[1]
     # unprivileged Apptainer builds re-run %post under the distribution's fakeroot
     assert post.startswith('    if [ -z "${FAKEROOTKEY:-}" ]; then\n')
-    assert "fakeroot=1.31-1.2\n        exec fakeroot -- /bin/bash \"$0\"\n    fi\n" in post
+    assert (
+        "fakeroot=1.31-1.2\n        export FAKEROOTDONTTRYCHOWN=1\n"
+        '        exec fakeroot -- /bin/bash "$0"\n    fi\n'
+    ) in post
     assert "        openmpi-bin=4.1.4-3+b1 \\\n" in post
     assert "--no-build-isolation --no-binary=mpi4py" in post
     assert text.endswith('%runscript\n    exec /opt/kit/venv/bin/python "$@"\n')

@@ -145,3 +145,21 @@ def test_every_format_renders_the_same_analysis(tmp_path):
 def test_report_of_empty_dir_is_a_clear_error(tmp_path):
     with pytest.raises(KitError, match="no trial records"):
         analysis.analyse(tmp_path)
+
+
+def test_io_overhead_from_real_and_synthetic_data(tmp_path):
+    for i, rate in enumerate((100, 101, 99, 100, 102, 98)):
+        for data, scale in (("synthetic", 1.0), ("real", 0.75)):
+            r = record("native", rate * scale, index=i)
+            r["result"]["data"] = data
+            results.append(tmp_path, r)
+    a = analysis.analyse(tmp_path)
+    (x,) = a.io
+    assert (x.key.data, x.runtime) == ("real", "native")
+    assert x.overhead.value == pytest.approx(0.25)
+    assert x.overhead.low <= 0.25 <= x.overhead.high
+    text = report.markdown(a)
+    assert "## I/O overhead" in text and "| native | 0.250 [" in text
+    assert "· real data" in text
+    rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
+    assert {r["data"] for r in rows} == {"synthetic", "real"}
