@@ -100,7 +100,6 @@ def environment(r: Recipe, variant: str) -> Env:
             ("KIT_RECIPE_VERSION", r.version),
             ("KIT_VARIANT", variant),
             ("KIT_MPI_FLAVOUR", r.mpi.flavour),
-            *r.env,
             ("PATH", f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
         )
     )
@@ -111,8 +110,7 @@ def apt_install(pins: tuple[str, ...]) -> Shell:
         (
             "apt-get -o APT::Sandbox::User=root update",
             "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y "
-            "--no-install-recommends \\\n"
-            + " \\\n".join(f"        {p}" for p in pins),
+            "--no-install-recommends \\\n" + " \\\n".join(f"        {p}" for p in pins),
             "rm -rf /var/lib/apt/lists/*",
         )
     )
@@ -188,8 +186,10 @@ def install_wheels(r: Recipe) -> Shell:
     assert r.compile is not None
     tmp = "/tmp/kit-wheels"
     return Shell(
-        (f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {tmp}/*.whl",
-         *r.compile.check),
+        (
+            f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {tmp}/*.whl",
+            *r.compile.check,
+        ),
         mount=StageMount(BUILDER, WHEELS, tmp),
     )
 
@@ -220,11 +220,21 @@ def benchmarks() -> Copy:
 
 def image(r: Recipe, variant: str) -> list[Stage]:
     """The build stages, in order. Both stages start with the same steps, which the
-    builder (BuildKit) runs once; only the final stage's layers make the image."""
-    runtime = (labels(r, variant), environment(r, variant), apt_install(r.all_apt),
-               mpi_select(r), python_env(r))
-    final = (manifest(), benchmarks(), CONTENTS)
+    builder (BuildKit) runs once; only the final stage's layers make the image. The
+    recipe's own environment comes late, so changing it rebuilds little."""
+    runtime = (
+        labels(r, variant),
+        environment(r, variant),
+        apt_install(r.all_apt),
+        mpi_select(r),
+        python_env(r),
+    )
+    env = (Env(r.env),) if r.env else ()
+    last = (manifest(), benchmarks(), CONTENTS)
     if r.compile is None:
-        return [Stage("", runtime + final)]
+        return [Stage("", (*runtime, *env, *last))]
     build = (apt_install(r.apt_build), compile_wheels(r))
-    return [Stage(BUILDER, runtime + build), Stage("", (*runtime, install_wheels(r), *final))]
+    return [
+        Stage(BUILDER, (*runtime, *build)),
+        Stage("", (*runtime, *env, install_wheels(r), *last)),
+    ]

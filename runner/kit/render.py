@@ -1,5 +1,6 @@
 """Render recipes into containers/<image>/: a Dockerfile and an Apptainer definition."""
 
+import os
 from pathlib import Path
 
 from . import blocks
@@ -67,7 +68,8 @@ def definition(r: Recipe, variant: str = "cpu") -> str:
     """An Apptainer definition built without Docker, from the base image as a SIF.
 
     Build from the repository root:
-    apptainer build --build-arg BASE_SIF=base.sif --bind CA:/run/secrets/cacert x.sif x.def
+    apptainer build --ignore-fakeroot-command --bind CA:/run/secrets/cacert
+        --build-arg BASE_SIF=base.sif x.sif x.def
     """
     stages = blocks.image(r, variant)
     lines = [
@@ -76,14 +78,16 @@ def definition(r: Recipe, variant: str = "cpu") -> str:
     if r.local_base:
         lines += [
             "# Build from the repository root without Docker, from the base image as a SIF:",
-            f"#   apptainer build --build-arg BASE_SIF=base.sif {r.name}.sif "
+            "#   apptainer build --ignore-fakeroot-command --build-arg BASE_SIF=base.sif \\",
+            f"#     --bind /etc/ssl/certs/ca-certificates.crt:{CA_SECRET} {r.name}.sif "
             f"containers/{r.name}/{definition_name(r.name, variant)}",
         ]
         bootstrap = ["Bootstrap: localimage", "From: {{ BASE_SIF }}"]
     else:
         lines += [
             "# Build from the repository root without Docker:",
-            f"#   apptainer build {r.name}-{variant}.sif "
+            "#   apptainer build --ignore-fakeroot-command \\",
+            f"#     --bind /etc/ssl/certs/ca-certificates.crt:{CA_SECRET} {r.name}-{variant}.sif "
             f"containers/{r.name}/{definition_name(r.name, variant)}",
         ]
         bootstrap = ["Bootstrap: docker", f"From: {r.base}"]
@@ -119,7 +123,14 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
                 sections["post"] += [c.replace("\n", "\n    ") for c in commands]
                 if mount:
                     sections["post"].append(f"rm -rf {mount.dst}")
-    lines = []
+    # The site CA is bound at CA_SECRET for %post (apptainer build --bind CA:CA_SECRET),
+    # which needs a mount point; an empty file means no CA.
+    lines = [
+        "",
+        "%setup",
+        f'    mkdir -p "$APPTAINER_ROOTFS{os.path.dirname(CA_SECRET)}"',
+        f'    touch "$APPTAINER_ROOTFS{CA_SECRET}"',
+    ]
     for name in ("labels", "environment", "files"):
         lines += ["", f"%{name}"] + [f"    {x}" for x in sections[name]]
     for src_stage, items in copied.items():

@@ -124,6 +124,7 @@ def test_definition_builds_with_apptainer_alone(ready, tmp_path):
     sif = tmp_path / "pytorch-mpich.sif"
     apptainer(
         *("build", "--ignore-fakeroot-command"),
+        *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
         *("--build-arg", f"BASE_SIF={tmp_path / 'base.sif'}"),
         *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
     )

@@ -66,13 +66,16 @@ def test_dockerfile_exact(kit_root):
 
 def test_definition_has_same_content_as_dockerfile(kit_root):
     text = render.definition(recipes.load("mini-openmpi"))
-    assert text.splitlines()[4:8] == [
+    lines = text.splitlines()
+    start = lines.index("Bootstrap: localimage")
+    assert lines[start : start + 4] == [
         "Bootstrap: localimage",
         "From: {{ BASE_SIF }}",
         "",
         "%arguments",
     ]
     assert "%files\n    benchmarks /opt/kit/benchmarks\n" in text
+    assert '%setup\n    mkdir -p "$APPTAINER_ROOTFS/run/secrets"\n' in text
     assert "    kit.mpi.flavour openmpi\n" in text
     assert '    export KIT_IMAGE="mini-openmpi"\n' in text
     post = text.split("%post -c /bin/bash\n    set -euo pipefail\n", 1)[1]
