@@ -10,8 +10,13 @@ import sys
 def matrix(listing: list[dict]) -> list[dict]:
     """One entry per image and variant, with what the build job needs to name things."""
     return [
-        {"image": r["name"], "variant": v, "version": r["version"], "distro": r["distro"],
-         "tag": f"kit/{r['name']}:{r['version']}-{v}"}
+        {
+            "image": r["name"],
+            "variant": v,
+            "version": r["version"],
+            "distro": r["distro"],
+            "tag": f"kit/{r['name']}:{r['version']}-{v}",
+        }
         for r in listing
         for v in r["variants"]
     ]

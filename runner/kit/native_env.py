@@ -75,7 +75,10 @@ def ensure(recipe: Recipe) -> Path:
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
     if recipe.compile:
         env.update(recipe.compile.env)
-        stream([str(python), "-m", "pip", "install", *recipe.compile_args()], "compile (native)",
-               env=env)
+        stream(
+            [str(python), "-m", "pip", "install", *recipe.compile_args()],
+            "compile (native)",
+            env=env,
+        )
     stamp.write_text(fingerprint(recipe))
     return python

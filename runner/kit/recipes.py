@@ -110,8 +110,13 @@ class Recipe:
         if self.compile is None:
             return []
         names = ",".join(p.split("==")[0] for p in self.compile.packages)
-        return ["--no-cache-dir", "--no-build-isolation", "--no-deps", f"--no-binary={names}",
-                *self.compile.packages]
+        return [
+            "--no-cache-dir",
+            "--no-build-isolation",
+            "--no-deps",
+            f"--no-binary={names}",
+            *self.compile.packages,
+        ]
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:

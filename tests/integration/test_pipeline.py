@@ -199,7 +199,8 @@ def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
     (rec,) = records(out)
     assert rec["status"] == "ok", rec["output_tail"]
     assert rec["image_digest"].startswith("sif-sha256:")
-    assert rec["image_ref"] == str(tmp_path / "cache" / "pulled" / IMAGE / "1.0.0-cpu.sif")
+    version_variant = TAG.split(":")[1]
+    assert rec["image_ref"] == str(tmp_path / "cache" / "pulled" / IMAGE / f"{version_variant}.sif")
 
 
 def test_kill_9_then_resume_loses_no_finished_trial(built, tmp_path):

@@ -61,7 +61,10 @@ def test_extends_merges_tables_and_replaces_values(kit_root):
     )
     r = recipes.load("mini-mpich")
     assert (r.name, r.version, r.mpi.flavour, r.mpi.version) == (
-        "mini-mpich", "0.1.0", "mpich", "4.1.4-3+b1"
+        "mini-mpich",
+        "0.1.0",
+        "mpich",
+        "4.1.4-3+b1",
     )
     assert r.apt == ("python3=3.11.2-1+b1", "gcc=4:12.2.0-3")
     assert r.pip == ("mpi4py==3.1.4",)
@@ -89,6 +92,9 @@ def test_compile_section(kit_root, mini):
         ("horovod==0.28.1",), (("HOROVOD_WITH_MPI", "1"),), ("horovodrun --check-build",)
     )
     assert r.compile_args() == [
-        "--no-cache-dir", "--no-build-isolation", "--no-deps", "--no-binary=horovod",
+        "--no-cache-dir",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-binary=horovod",
         "horovod==0.28.1",
     ]
