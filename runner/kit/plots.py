@@ -81,6 +81,8 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
     for (image, bench, model, ranks), gs in _by(
         a.groups, ("image", "bench", "model", "ranks")
     ).items():
+        if len(gs) < 2:  # one batch size: nothing to plot against it
+            continue
         series = _series(gs, "batch_size")
         name = f"{image} {bench} {model}, {ranks} rank(s)"
 
