@@ -194,21 +194,25 @@ def install_wheels(r: Recipe) -> Shell:
     )
 
 
+APT_LIST = f"{PREFIX}/apt-packages.txt"
+PIP_LIST = f"{PREFIX}/pip-packages.txt"
+
+
 def manifest() -> Shell:
     """Record what the image really contains, read back by `kit build`."""
     return Shell(
         (
             f"mkdir -p {PREFIX}",
-            "dpkg-query -W -f='${Package}=${Version}\\n' > " + f"{PREFIX}/apt-packages.txt",
-            f"{VENV}/bin/python -m pip list --format=freeze > {PREFIX}/pip-packages.txt",
+            "dpkg-query -W -f='${Package}=${Version}\\n' > " + APT_LIST,
+            f"{VENV}/bin/python -m pip list --format=freeze > {PIP_LIST}",
         )
     )
 
 
 CONTENTS = ContentLabels(
     (
-        ("kit.apt-packages", "KIT_APT_PACKAGES", f"{PREFIX}/apt-packages.txt"),
-        ("kit.pip-packages", "KIT_PIP_PACKAGES", f"{PREFIX}/pip-packages.txt"),
+        ("kit.apt-packages", "KIT_APT_PACKAGES", APT_LIST),
+        ("kit.pip-packages", "KIT_PIP_PACKAGES", PIP_LIST),
     )
 )
 

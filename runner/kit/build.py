@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine, render
-from .blocks import CONTENTS
+from .blocks import APT_LIST, CONTENTS, PIP_LIST
 from .convert import artifacts
 from .errors import KitError
 from .paths import repo_root
@@ -92,12 +92,11 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     stream(argv, "docker build", env=env)
     # Second pass: every step is cached but the label holding the package lists.
-    contents = [
-        f"{arg}={' '.join(read_file(recipe.tag(variant), path))}" for _, arg, path in CONTENTS.items
-    ]
+    lists = {path: read_file(recipe.tag(variant), path) for _, _, path in CONTENTS.items}
+    contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
     print("labelling the image with its package lists", flush=True)
     capture(label_argv(argv, contents), "docker build (labels)", env=env)
-    manifest = write_manifest(recipe, variant)
+    manifest = write_manifest(recipe, variant, lists[APT_LIST], lists[PIP_LIST])
     print(
         f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
         f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
@@ -123,8 +122,9 @@ def read_file(tag: str, path: str) -> list[str]:
     return out.stdout.split()
 
 
-def write_manifest(recipe: Recipe, variant: str) -> dict:
-    """What the image really contains, read back from it, filed beside its conversions."""
+def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str]) -> dict:
+    """What the image really contains (the package lists read back from it), filed
+    beside its conversions."""
     tag = recipe.tag(variant)
     info = engine.inspect(tag) or {}
 
@@ -138,8 +138,8 @@ def write_manifest(recipe: Recipe, variant: str) -> dict:
         "mpi": {"flavour": recipe.mpi.flavour, "version": recipe.mpi.version},
         "size_bytes": info.get("Size", 0),
         "labels": info["Config"].get("Labels") or {},
-        "apt": read_file(tag, "/opt/kit/apt-packages.txt"),
-        "pip": read_file(tag, "/opt/kit/pip-packages.txt"),
+        "apt": apt,
+        "pip": pip,
     }
     art.dir.mkdir(parents=True, exist_ok=True)
     (art.dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

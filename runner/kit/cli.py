@@ -18,7 +18,7 @@ EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker i
 WIDTHS = (16, 8, 8, 9, 9, 10)  # kit list's columns
 
 
-def _sizes(rows: list[dict]) -> dict[str, str]:
+def _sizes(chosen: list) -> dict[str, str]:
     """Built size of each image's cpu variant, when an engine answers."""
     from . import engine
 
@@ -27,15 +27,16 @@ def _sizes(rows: list[dict]) -> dict[str, str]:
     except KitError:
         return {}
     out = {}
-    for r in rows:
-        info = engine.inspect(f"kit/{r['name']}:{r['version']}-cpu")
-        out[r["name"]] = f"{info['Size'] / 1e9:.2f} GB" if info else "not built"
+    for r in chosen:
+        info = engine.inspect(r.tag("cpu"))
+        out[r.name] = f"{info['Size'] / 1e9:.2f} GB" if info else "not built"
     return out
 
 
 def cmd_list(a: argparse.Namespace) -> None:
     from . import recipes
 
+    loaded = list(recipes.load_all().values())
     rows = [
         {
             "name": r.name,
@@ -48,12 +49,12 @@ def cmd_list(a: argparse.Namespace) -> None:
             "benchmarks": list(r.benchmarks),
             "description": r.description,
         }
-        for r in recipes.load_all().values()
+        for r in loaded
     ]
     if a.json:
         print(json.dumps(rows, indent=2))
         return
-    sizes = _sizes(rows)
+    sizes = _sizes(loaded)
     head = ("IMAGE", "VERSION", "MPI", "DISTRO", "VARIANTS", "SIZE")
     print(" ".join(f"{h:<{w}}" for h, w in zip(head, WIDTHS, strict=True)), "FRAMEWORKS")
     for r in rows:
