@@ -20,8 +20,8 @@ import uuid
 
 import kitbench
 
-CLASSES = 10
-MODELS = {"tiny": 32}  # model -> input image side
+CLASSES = kitbench.CLASSES
+MODELS = {"tiny": 32, "alexnet": 224, "resnet50": 224, "resnet101": 224, "resnet152": 224}
 
 
 def tiny(brew, model, data: str) -> str:
@@ -32,13 +32,75 @@ def tiny(brew, model, data: str) -> str:
     return brew.fc(model, pool2, "fc", dim_in=32, dim_out=CLASSES)
 
 
+def alexnet(brew, model, data: str) -> str:
+    """The single-tower AlexNet (as torchvision's), from brew layers."""
+    blob, dim = data, 3
+    for i, (out, kernel, stride, pad, pool) in enumerate(
+        [
+            (64, 11, 4, 2, True),
+            (192, 5, 1, 2, True),
+            (384, 3, 1, 1, False),
+            (256, 3, 1, 1, False),
+            (256, 3, 1, 1, True),
+        ]
+    ):
+        conv = brew.conv(
+            model, blob, f"conv{i}", dim_in=dim, dim_out=out, kernel=kernel, stride=stride, pad=pad
+        )
+        blob, dim = brew.relu(model, conv, conv), out
+        if pool:
+            blob = brew.max_pool(model, blob, f"pool{i}", kernel=3, stride=2)
+    fc, dim = blob, 256 * 6 * 6
+    for i, out in enumerate([4096, 4096]):
+        fc = brew.relu(model, brew.fc(model, fc, f"fc{i}", dim_in=dim, dim_out=out), f"fc{i}")
+        dim = out
+    return brew.fc(model, fc, "fc_out", dim_in=dim, dim_out=CLASSES)
+
+
+def resnet(layers: int):
+    """Caffe2's own ResNet builder (caffe2.python.models.resnet): ResNeXt with one group
+    of width 64 is ResNet-50/101/152."""
+
+    def build(brew, model, data: str) -> str:
+        from caffe2.python.models import resnet as r
+
+        return r.create_resnext(
+            model,
+            data,
+            num_input_channels=3,
+            num_labels=CLASSES,
+            num_layers=layers,
+            num_groups=1,
+            num_width_per_group=64,
+            no_loss=True,
+        )
+
+    return build
+
+
+NETS = {
+    "tiny": tiny,
+    "alexnet": alexnet,
+    "resnet50": resnet(50),
+    "resnet101": resnet(101),
+    "resnet152": resnet(152),
+}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    kitbench.common_args(p, list(MODELS))
+    kitbench.common_args(p, MODELS)
     p.add_argument("--store", default="/dev/shm", help="Gloo rendezvous folder all ranks see")
-    p.add_argument("--logdir", help="write TensorBoard event files here (rank 0)")
     a = p.parse_args(argv)
-    kitbench.check_args(p, a, list(MODELS))
+    kitbench.check_args(p, a, MODELS)
+    why = "the Caffe2 in PyTorch's wheel"
+    if a.data == "real":
+        kitbench.unsupported(p, "--data real", f"{why} has no ImageInput (built without OpenCV)")
+    if a.precision != "fp32":
+        kitbench.unsupported(p, f"--precision {a.precision}", f"{why} trains in fp32 on a CPU")
+    if a.data_format == "nhwc":
+        kitbench.unsupported(p, "--data-format nhwc", f"{why}'s CPU nets here are NCHW")
+    a.data_format, a.dist = "nchw", "gloo"
     return a
 
 
@@ -77,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     mpi = kitbench.mpi_library()
     threads = kitbench.threads_per_rank(a.threads, size)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    import numpy as np
     import torch
     from caffe2.python import brew, data_parallel_model, model_helper, optimizer, workspace
 
@@ -90,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         init.UniformIntFill([], "label", shape=[a.batch_size], min=0, max=CLASSES - 1)
 
     def forward(model, loss_scale: float) -> list:
-        softmax, loss = model.SoftmaxWithLoss([tiny(brew, model, "data"), "label"], ["sm", "loss"])
+        logits = NETS[a.model](brew, model, "data")
+        softmax, loss = model.SoftmaxWithLoss([logits, "label"], ["sm", "loss"])
         brew.accuracy(model, [softmax, "label"], "accuracy")
         return [model.Scale(loss, "scaled_loss", scale=loss_scale)]
 
@@ -123,21 +187,33 @@ def main(argv: list[str] | None = None) -> int:
         writer = SummaryWriter(a.logdir)
         writer.add_graph_deprecated([model.param_init_net, model.net])
     prefix = "cpu_0/"
-    step_times, losses, first_step_end = [], [], None
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        workspace.RunNet(model.net.Proto().name)
-        dt = time.perf_counter() - t0
-        if first_step_end is None:
-            first_step_end = time.time()
-        loss = float(workspace.FetchBlob(prefix + "loss"))
-        if writer:
-            writer.add_scalar("loss", loss, i)
-            writer.add_scalar("accuracy", float(workspace.FetchBlob(prefix + "accuracy")), i)
-            writer.add_scalar("images_per_sec", a.batch_size * size / dt, i)
-        if i >= a.warmup:
-            step_times.append(dt)
-            losses.append(loss)
+    rng = np.random.default_rng(1234 + rank)
+    step_times, losses, accuracies, first_step_end = [], [], [], None
+    try:
+        for i in range(a.warmup + a.steps):
+            t0 = time.perf_counter()
+            if a.task == "accuracy":
+                x, y = kitbench.learnable_batch(rng, a.batch_size, side)
+                workspace.FeedBlob(prefix + "data", x)
+                workspace.FeedBlob(prefix + "label", y.astype(np.int32))
+            workspace.RunNet(model.net.Proto().name)
+            dt = time.perf_counter() - t0
+            if first_step_end is None:
+                first_step_end = time.time()
+            loss = float(workspace.FetchBlob(prefix + "loss"))
+            accuracy = float(workspace.FetchBlob(prefix + "accuracy"))
+            if writer:
+                writer.add_scalar("loss", loss, i)
+                writer.add_scalar("accuracy", accuracy, i)
+                writer.add_scalar("images_per_sec", a.batch_size * size / dt, i)
+            if i >= a.warmup:
+                step_times.append(dt)
+                losses.append(loss)
+                accuracies.append(accuracy)
+    except Exception as exc:
+        if not kitbench.is_oom(exc):
+            raise
+        kitbench.oom_exit("caffe2-cnn", "caffe2", torch.__version__, mpi, a, rank, size, exc)
     if writer:
         writer.close()
     mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
@@ -162,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 threads,
                 step_times,
                 losses,
-                logdir=a.logdir,
+                accuracy=accuracies,
                 # the same weights on every rank prove the gradients were allreduced
                 weights_in_sync=max(r["weights_sum"] for r in ranks)
                 - min(r["weights_sum"] for r in ranks)

@@ -1,9 +1,10 @@
-"""What every kit benchmark shares, standard library only (mpi4py imported when present).
+"""What every kit benchmark shares, standard library only (mpi4py, numpy, PIL when asked).
 
 Rank and size come from the launcher's environment (MPICH/Hydra, Open MPI or
 Slurm), so a benchmark runs the same under mpirun, srun or alone, natively and
 in every image. Each benchmark's rank 0 prints one JSON record of schema
-kit.bench/1 on stdout (`emit`) and a one-line summary on stderr.
+kit.bench/2 on stdout (`emit`) and a one-line summary on stderr; FIELDS is the
+schema and `validate` checks a record against it.
 """
 
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
@@ -16,13 +17,77 @@ import resource
 import socket
 import sys
 
-SCHEMA = "kit.bench/1"
+SCHEMA = "kit.bench/2"
+OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
 RANK_VARS = (
     ("PMI_RANK", "PMI_SIZE"),
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("SLURM_PROCID", "SLURM_NTASKS"),
 )
 LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+CLASSES = 10
+DATASET_STAMP = "kit-dataset.json"
+
+# The record: field -> (type, meaning). COMMON in every record; TRAIN in a training
+# benchmark's (status "ok"; an "oom" record has images_per_sec null and "error");
+# MPI in the MPI micro-benchmark's.
+COMMON = {
+    "schema": (str, "kit.bench/2"),
+    "bench": (str, "entry point: torch-cnn, tf-cnn, caffe2-cnn or mpi"),
+    "status": (str, "ok, or oom when the configuration did not fit in memory"),
+    "framework": (str, "torch, tensorflow, caffe2 or mpi4py"),
+    "framework_version": (str, "its version as imported"),
+    "mpi_library": (str, "MPI library loaded (MPI_Get_library_version), or none"),
+    "python": (str, "interpreter version"),
+    "image": (str, "KIT_IMAGE when set by the image, else native"),
+    "ranks": (int, "processes in the job"),
+    "hosts": (list, "host names of the ranks"),
+    "startup_s": (float, "launch (--launch-time) to the end of the first step, slowest rank"),
+}
+TRAIN = {
+    "model": (str, "network name"),
+    "batch_size": (int, "images per rank per step"),
+    "data": (str, "synthetic, or real (decoded from JPEG files by the framework's pipeline)"),
+    "task": (str, "throughput (fixed batch), or accuracy (a learnable problem)"),
+    "dist": (str, "how gradients are combined: none, ddp, horovod or gloo"),
+    "precision": (str, "fp32 or bf16"),
+    "data_format": (str, "nchw or nhwc"),
+    "threads_per_rank": (int, "intra-op threads"),
+    "warmup_steps": (int, "untimed steps before the timed ones"),
+    "steps": (int, "timed steps"),
+    "images_per_sec": (float, "all ranks together: global batch x steps / slowest rank's time"),
+    "images_per_sec_per_rank": (list, "each rank's own images/s"),
+    "peak_rss_mb": (list, "each rank's peak resident memory, MB"),
+    "step_times_s": (list, "rank 0's time per timed step"),
+    "loss": (list, "rank 0's loss per timed step"),
+}
+MPI = {
+    "p2p": (
+        list,
+        "ping-pong between ranks 0 and 1: {bytes, iterations, latency_us, bandwidth_mb_s}",
+    ),
+    "allreduce": (list, "float32 sum over all ranks: {bytes, iterations, latency_us}"),
+}
+
+
+def validate(rec: dict) -> list[str]:
+    """What is wrong with a record (empty when it follows the schema)."""
+    fields = dict(COMMON)
+    fields.update(MPI if rec.get("bench") == "mpi" else TRAIN)
+    problems = []
+    if rec.get("schema") != SCHEMA:
+        problems.append(f"schema is {rec.get('schema')!r}, not {SCHEMA}")
+    for name, (kind, _) in fields.items():
+        value = rec.get(name)
+        if name == "images_per_sec" and rec.get("status") == "oom":
+            kind = type(None)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, kind):
+            problems.append(f"{name}: {type(value).__name__}, want {kind.__name__}")
+    if rec.get("status") not in ("ok", "oom"):
+        problems.append(f"status {rec.get('status')!r} is neither ok nor oom")
+    return problems
 
 
 def launcher_rank() -> tuple[int, int]:
@@ -84,7 +149,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def common_args(p: argparse.ArgumentParser, models: list[str]) -> None:
+def common_args(p: argparse.ArgumentParser, models: dict[str, int]) -> None:
     p.add_argument("--model", default="tiny", help=f"one of {', '.join(models)}")
     p.add_argument("--batch-size", type=int, default=32, help="images per rank per step")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
@@ -101,16 +166,102 @@ def common_args(p: argparse.ArgumentParser, models: list[str]) -> None:
         default=None,
         help="epoch seconds when the launcher started (for start-up latency)",
     )
+    p.add_argument(
+        "--data",
+        choices=("synthetic", "real"),
+        default="synthetic",
+        help="synthetic: one random batch in memory; real: JPEG files in --data-dir read "
+        "through the framework's input pipeline (I/O overhead = the difference)",
+    )
+    p.add_argument(
+        "--data-dir",
+        help="JPEG folder for --data real (CLASS/NNNNN.jpg); made by rank 0 when empty",
+    )
+    p.add_argument(
+        "--dataset-images", type=int, default=512, help="images to generate for --data real"
+    )
+    p.add_argument(
+        "--task",
+        choices=("throughput", "accuracy"),
+        default="throughput",
+        help="accuracy: train on a learnable synthetic problem and log loss and accuracy",
+    )
+    p.add_argument("--logdir", help="write TensorBoard event files here (rank 0)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--data-format", choices=("nchw", "nhwc"), default=None)
 
 
-def check_args(p: argparse.ArgumentParser, a: argparse.Namespace, models: list[str]) -> None:
+def check_args(p: argparse.ArgumentParser, a: argparse.Namespace, models: dict[str, int]) -> None:
     if a.model not in models:
         p.error(f"unknown model '{a.model}'; choose one of {', '.join(models)}")
-    for name in ("batch_size", "steps"):
+    for name in ("batch_size", "steps", "dataset_images"):
         if getattr(a, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
+            p.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
     if a.warmup < 0:
-        p.error("--warmup must be 0 or more")
+        p.error(f"--warmup must be 0 or more (got {a.warmup})")
+    if a.data == "real" and not a.data_dir:
+        p.error("--data real needs --data-dir DIR (a JPEG folder, generated when empty)")
+    if a.data == "real" and a.task == "accuracy":
+        p.error("--task accuracy trains on its own synthetic problem; drop --data real")
+
+
+def unsupported(p: argparse.ArgumentParser, what: str, why: str) -> None:
+    p.error(f"{what} is not supported here: {why}")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception means the configuration did not fit in memory."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError":
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("out of memory", "can't allocate memory", "bad_alloc"))
+
+
+def oom_exit(bench: str, framework: str, version: str, mpi: str, a, rank: int, size: int, exc):
+    """Report a configuration that did not fit as a result (status oom), then exit."""
+    rec = {
+        "schema": SCHEMA,
+        "bench": bench,
+        "status": "oom",
+        "framework": framework,
+        "framework_version": version,
+        "mpi_library": mpi,
+        "python": platform.python_version(),
+        "image": os.environ.get("KIT_IMAGE", "native"),
+        "ranks": size,
+        "hosts": [socket.gethostname()],
+        "startup_s": 0.0,
+        **train_settings(a),
+        "images_per_sec": None,
+        "images_per_sec_per_rank": [],
+        "peak_rss_mb": [peak_rss_mb()],
+        "step_times_s": [],
+        "loss": [],
+        "oom_rank": rank,
+        "error": " ".join(str(exc).split())[:300],
+    }
+    print(json.dumps(rec), flush=True)
+    print(
+        f"{bench} {a.model} bs={a.batch_size}: out of memory on rank {rank}",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stderr.flush()
+    os._exit(OOM_EXIT)
+
+
+def train_settings(a: argparse.Namespace) -> dict:
+    return {
+        "model": a.model,
+        "batch_size": a.batch_size,
+        "data": a.data,
+        "task": a.task,
+        "dist": a.dist,
+        "precision": a.precision,
+        "data_format": a.data_format,
+        "warmup_steps": a.warmup,
+        "steps": a.steps,
+    }
 
 
 def rank_figures(rank: int, batch_size: int, step_times: list[float], startup_s: float) -> dict:
@@ -136,24 +287,21 @@ def record(
     losses: list[float],
     **extra,
 ) -> dict:
-    """The kit.bench/1 record from every rank's figures (rank_figures), gathered on rank 0."""
+    """The kit.bench/2 record from every rank's figures (rank_figures), gathered on rank 0."""
     size = len(ranks)
     slowest = max(r["timed_s"] for r in ranks)
     return {
         "schema": SCHEMA,
         "bench": bench,
+        "status": "ok",
         "framework": framework,
         "framework_version": version,
         "mpi_library": mpi,
         "python": platform.python_version(),
         "image": os.environ.get("KIT_IMAGE", "native"),
-        "model": a.model,
-        "batch_size": a.batch_size,
-        "data": "synthetic",
+        **train_settings(a),
         "ranks": size,
         "threads_per_rank": threads,
-        "warmup_steps": a.warmup,
-        "steps": a.steps,
         "images_per_sec": a.batch_size * size * a.steps / slowest,
         "images_per_sec_per_rank": [r["images_per_sec"] for r in ranks],
         "peak_rss_mb": [r["peak_rss_mb"] for r in ranks],
@@ -161,15 +309,73 @@ def record(
         "step_times_s": step_times,
         "loss": losses,
         "hosts": sorted({r["host"] for r in ranks}),
+        "logdir": a.logdir,
         **extra,
     }
 
 
 def emit(rec: dict) -> None:
     print(json.dumps(rec), flush=True)
+    if rec["bench"] == "mpi":
+        small, large = rec["allreduce"][0], rec["allreduce"][-1]
+        summary = (
+            f"allreduce {small['bytes']} B {small['latency_us']:.1f} us, "
+            f"{large['bytes']} B {large['latency_us']:.1f} us"
+        )
+        if rec["p2p"]:
+            summary += (
+                f"; p2p latency {rec['p2p'][0]['latency_us']:.2f} us, bandwidth "
+                f"{max(r['bandwidth_mb_s'] for r in rec['p2p']):.0f} MB/s"
+            )
+    else:
+        summary = (
+            f"{rec['model']} bs={rec['batch_size']} {rec['data']} {rec['precision']}: "
+            f"{rec['images_per_sec']:.1f} images/s"
+        )
     print(
-        f"{rec['bench']} {rec['model']} bs={rec['batch_size']} ranks={rec['ranks']}: "
-        f"{rec['images_per_sec']:.1f} images/s, start-up {rec['startup_s']:.2f} s",
+        f"{rec['bench']} ranks={rec['ranks']}: {summary}, start-up {rec['startup_s']:.2f} s",
         file=sys.stderr,
         flush=True,
     )
+
+
+def learnable_batch(rng, batch: int, side: int, channels_last: bool = False):
+    """A batch of a problem any of the models can learn: each class has its own colour
+    (fixed: seed 0, the same on every rank) under per-pixel noise drawn from rng;
+    returns (x, y) as numpy arrays."""
+    import numpy as np
+
+    colours = 0.5 * np.random.default_rng(0).standard_normal((CLASSES, 3, 1, 1))
+    y = rng.integers(0, CLASSES, batch)
+    x = (colours[y] + rng.standard_normal((batch, 3, side, side))).astype(np.float32)
+    return (x.transpose(0, 2, 3, 1).copy() if channels_last else x), y.astype(np.int64)
+
+
+def ensure_dataset(path: str, images: int, side: int, rank: int, barrier) -> str:
+    """A JPEG folder of `images` random side x side images in CLASSES class folders,
+    made by rank 0 (with PIL) unless an identical one is there; returns its folder."""
+    root = os.path.join(path, f"jpeg-{side}px-{images}")
+    want = {"images": images, "side": side, "classes": CLASSES, "seed": 0}
+    stamp = os.path.join(root, DATASET_STAMP)
+    if rank == 0 and not _stamped(stamp, want):
+        import numpy as np
+        from PIL import Image
+
+        rng = np.random.default_rng(0)
+        for i in range(images):
+            folder = os.path.join(root, f"class{i % CLASSES:02d}")
+            os.makedirs(folder, exist_ok=True)
+            pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(folder, f"{i:06d}.jpg"), quality=90)
+        with open(stamp, "w") as f:
+            json.dump(want, f)
+    barrier()
+    return root
+
+
+def _stamped(stamp: str, want: dict) -> bool:
+    try:
+        with open(stamp) as f:
+            return json.load(f) == want
+    except (OSError, ValueError):
+        return False

@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
-"""PyTorch synthetic-data CNN training benchmark (DDP over Gloo under any MPI launcher).
+"""PyTorch CNN training benchmark: DDP over Gloo or Horovod, under any MPI launcher.
 
 Runs the same way natively and inside every image. Rank and size come from the
-launcher's environment (MPICH/Hydra, Open MPI or Slurm); with several ranks the
-Gloo rendezvous address is agreed through MPI (mpi4py), so no extra port or
-shared file is needed. Rank 0 prints one JSON record (schema kit.bench/1) on
-stdout and a one-line summary on stderr. Depends on torch (and mpi4py for >1 rank).
+launcher's environment (MPICH/Hydra, Open MPI or Slurm); with DDP the Gloo
+rendezvous address is agreed through MPI (mpi4py), so no extra port or shared
+file is needed; with --dist horovod, Horovod (MPI controller) averages the
+gradients and broadcasts rank 0's initial state. Models come from torchvision.
+Rank 0 prints one JSON record (schema kit.bench/2) on stdout and a one-line
+summary on stderr. Depends on torch and torchvision (mpi4py for DDP over >1 rank;
+tensorboardX or TensorBoard for --logdir; PIL to generate --data real).
 """
 
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
 import time
 
 import kitbench
+
+MODELS = {  # model -> input image side
+    "tiny": 32,
+    "alexnet": 224,
+    "resnet50": 224,
+    "resnet101": 224,
+    "resnet152": 224,
+    "inception3": 299,
+}
 
 
 def rendezvous(rank: int) -> tuple[str, int]:
@@ -33,8 +46,9 @@ def rendezvous(rank: int) -> tuple[str, int]:
     return addr, port
 
 
-def build_model(name: str, classes: int):
+def build_model(name: str):
     import torch.nn as nn
+    from torchvision import models
 
     if name == "tiny":
         return nn.Sequential(
@@ -45,73 +59,218 @@ def build_model(name: str, classes: int):
             nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
             nn.Flatten(),
-            nn.Linear(32, classes),
+            nn.Linear(32, kitbench.CLASSES),
         )
-    raise ValueError(name)
-
-
-MODELS = {"tiny": 32}  # model -> input image side
+    if name == "inception3":
+        return models.inception_v3(
+            num_classes=kitbench.CLASSES, aux_logits=False, init_weights=True
+        )
+    return getattr(models, name)(num_classes=kitbench.CLASSES)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    kitbench.common_args(p, list(MODELS))
+    kitbench.common_args(p, MODELS)
+    p.add_argument(
+        "--dist",
+        choices=("ddp", "horovod"),
+        default="ddp",
+        help="gradient averaging over ranks: DistributedDataParallel (Gloo) or Horovod",
+    )
+    p.add_argument("--loader-workers", type=int, default=1, help="DataLoader workers (--data real)")
     a = p.parse_args(argv)
-    kitbench.check_args(p, a, list(MODELS))
+    kitbench.check_args(p, a, MODELS)
+    a.data_format = a.data_format or "nchw"
     return a
+
+
+class Dist:
+    """Rank, size and the few collective operations the benchmark needs, for DDP or Horovod."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        if kind == "horovod":
+            import horovod.torch as hvd
+
+            hvd.init()
+            self.hvd = hvd
+            self.rank, self.size = hvd.rank(), hvd.size()
+        else:
+            self.rank, self.size = kitbench.launcher_rank()
+
+    def barrier(self) -> None:
+        if self.size == 1:
+            return
+        if self.kind == "horovod":
+            self.hvd.barrier()
+        else:
+            kitbench.mpi_comm().Barrier()
+
+    def gather(self, obj):
+        if self.size == 1:
+            return [obj]
+        if self.kind == "horovod":
+            return self.hvd.allgather_object(obj)
+        return kitbench.mpi_comm().gather(obj, root=0)
+
+    def finish(self) -> None:
+        if self.size > 1 and self.kind == "ddp":
+            # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
+            # deadlock (it waits for the group's mutex holding the GIL, while a worker
+            # holding the mutex waits for the GIL to free a tensor). The process leaves
+            # through os._exit, so nothing is torn down.
+            kitbench.finalize()
+        elif self.kind == "horovod":
+            self.hvd.shutdown()
+
+
+def real_batches(a: argparse.Namespace, d: Dist, side: int):
+    """Endless (x, y) batches decoded from the JPEG folder by torchvision's ImageFolder
+    and a DataLoader, each rank reading its own shard."""
+    import torch
+    from torchvision import datasets, transforms
+
+    root = kitbench.ensure_dataset(a.data_dir, a.dataset_images, side, d.rank, d.barrier)
+    ds = datasets.ImageFolder(
+        root,
+        transforms.Compose(
+            [
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        ),
+    )
+    sampler = torch.utils.data.DistributedSampler(ds, d.size, d.rank, shuffle=True, seed=0)
+    loader = torch.utils.data.DataLoader(
+        ds,
+        batch_size=a.batch_size,
+        sampler=sampler,
+        num_workers=a.loader_workers,
+        drop_last=True,
+        persistent_workers=a.loader_workers > 0,
+    )
+    if len(loader) == 0:
+        raise SystemExit(
+            f"torch_cnn: --dataset-images {a.dataset_images} gives no full batch of "
+            f"{a.batch_size} per rank over {d.size} ranks; raise --dataset-images"
+        )
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def batches(a: argparse.Namespace, d: Dist, side: int):
+    """(x, y) per step: one fixed random batch, the learnable problem, or real files."""
+    import numpy as np
+    import torch
+
+    if a.data == "real":
+        yield from real_batches(a, d, side)
+        return
+    rng = np.random.default_rng(1234 + d.rank)
+    if a.task == "accuracy":
+        while True:
+            x, y = kitbench.learnable_batch(rng, a.batch_size, side)
+            yield torch.from_numpy(x), torch.from_numpy(y)
+    x = torch.randn(a.batch_size, 3, side, side)
+    y = torch.randint(0, kitbench.CLASSES, (a.batch_size,))
+    while True:
+        yield x, y
+
+
+def writer_for(logdir: str | None):
+    if not logdir:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # no TensorBoard package: tensorboardX writes the same files
+        from tensorboardX import SummaryWriter
+    return SummaryWriter(logdir)
 
 
 def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     a = parse_args(argv)
     launch = a.launch_time or t_start
-    rank, size = kitbench.launcher_rank()
     mpi = kitbench.mpi_library()
     import torch
     import torch.distributed as dist
 
-    threads = kitbench.threads_per_rank(a.threads, size)
+    d = Dist(a.dist)
+    threads = kitbench.threads_per_rank(a.threads, d.size)
     torch.set_num_threads(threads)
-    torch.manual_seed(1234 + rank)
-    if size > 1:
-        addr, port = rendezvous(rank)
+    torch.manual_seed(1234)  # the same initial weights on every rank
+    if d.size > 1 and a.dist == "ddp":
+        addr, port = rendezvous(d.rank)
         dist.init_process_group(
-            "gloo", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=size
+            "gloo", init_method=f"tcp://{addr}:{port}", rank=d.rank, world_size=d.size
         )
-    classes = 10
-    model = build_model(a.model, classes)
-    if size > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+    fmt = torch.channels_last if a.data_format == "nhwc" else torch.contiguous_format
+    model = build_model(a.model).to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if d.size > 1 and a.dist == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif a.dist == "horovod":
+        opt = d.hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        d.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        d.hvd.broadcast_optimizer_state(opt, root_rank=0)
     loss_fn = torch.nn.CrossEntropyLoss()
-    side = MODELS[a.model]
-    x = torch.randn(a.batch_size, 3, side, side)
-    y = torch.randint(0, classes, (a.batch_size,))
-    step_times, losses, first_step_end = [], [], None
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        dt = time.perf_counter() - t0
-        if first_step_end is None:
-            first_step_end = time.time()
-        if i >= a.warmup:
-            step_times.append(dt)
-            losses.append(float(loss))
-    ranks = [kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)]
-    if size > 1:
-        ranks = kitbench.mpi_comm().gather(ranks[0], root=0)
-        # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
-        # deadlock (it waits for the group's mutex holding the GIL, while a worker
-        # holding the mutex waits for the GIL to free a tensor). The process leaves
-        # through os._exit below, so nothing is torn down.
-        kitbench.finalize()
-    if rank == 0:
+    precision = (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if a.precision == "bf16"
+        else contextlib.nullcontext()
+    )
+    writer = writer_for(a.logdir) if d.rank == 0 else None
+    data = batches(a, d, MODELS[a.model])
+    step_times, losses, accuracies, first_step_end = [], [], [], None
+    try:
+        for i in range(a.warmup + a.steps):
+            t0 = time.perf_counter()
+            x, y = next(data)
+            x = x.contiguous(memory_format=fmt)
+            opt.zero_grad()
+            with precision:
+                out = model(x)
+                loss = loss_fn(out.float(), y)
+            loss.backward()
+            opt.step()
+            dt = time.perf_counter() - t0
+            if first_step_end is None:
+                first_step_end = time.time()
+            accuracy = float((out.argmax(1) == y).float().mean())
+            if writer:
+                writer.add_scalar("loss", float(loss), i)
+                writer.add_scalar("accuracy", accuracy, i)
+                writer.add_scalar("images_per_sec", a.batch_size * d.size / dt, i)
+            if i >= a.warmup:
+                step_times.append(dt)
+                losses.append(float(loss))
+                accuracies.append(accuracy)
+    except Exception as exc:
+        if not kitbench.is_oom(exc):
+            raise
+        kitbench.oom_exit("torch-cnn", "torch", torch.__version__, mpi, a, d.rank, d.size, exc)
+    if writer:
+        writer.close()
+    mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)
+    ranks = d.gather(mine)
+    d.finish()
+    if d.rank == 0:
         kitbench.emit(
             kitbench.record(
-                "torch-cnn", "torch", torch.__version__, mpi, a, ranks, threads, step_times, losses
+                "torch-cnn",
+                "torch",
+                torch.__version__,
+                mpi,
+                a,
+                ranks,
+                threads,
+                step_times,
+                losses,
+                accuracy=accuracies,
             )
         )
     return 0
@@ -122,5 +281,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # Interpreter teardown would run the Gloo group's destructor, which can deadlock
-    # (see main); everything is measured and written by now, so leave without it.
+    # (see Dist.finish); everything is measured and written by now, so leave without it.
     os._exit(code)

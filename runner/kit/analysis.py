@@ -18,6 +18,7 @@ from .errors import KitError
 
 MIN_N = 6  # fewest trials for a 95% order-statistic interval of a median
 REFERENCE = "native"
+OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,26 @@ class IoOverhead:
 
 
 @dataclass
+class MpiPoint:
+    """One message size of an MPI sweep for one arm: medians over trials, with intervals."""
+
+    bytes: int
+    p2p_latency_us: stats.Interval | None  # None with one rank (no ping-pong)
+    bandwidth_mb_s: stats.Interval | None
+    allreduce_us: stats.Interval
+
+
+@dataclass
+class MpiSweep:
+    image: str
+    ranks: int
+    runtime: str
+    n: int
+    mpi: str
+    points: list[MpiPoint]
+
+
+@dataclass
 class Analysis:
     out_dir: str
     trials: int
@@ -84,6 +105,8 @@ class Analysis:
     groups: list[Group]
     scaling: list[Scaling]
     io: list[IoOverhead]
+    mpi: list[MpiSweep]
+    oom: list[dict]  # configurations that did not fit in memory: key fields, runtime, trials
     runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
 
 
@@ -142,8 +165,12 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    sweeps: dict[tuple[str, int], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
-        data = r["result"].get("data", "synthetic")
+        if "allreduce" in r["result"]:
+            sweeps[(r["image"], r["ranks"])][r["runtime"]].append(r)
+            continue
+        data = r.get("data") or r["result"].get("data", "synthetic")
         key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data)
         by_key[key][r["runtime"]].append(r)
 
@@ -191,6 +218,9 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
                 io.append(IoOverhead(key, rt, flipped))
     io.sort(key=lambda x: (*vars(x.key).values(), x.runtime))
 
+    oom: dict[tuple, int] = Counter(
+        tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"
+    )
     runtimes: dict[str, dict] = {}
     for r in records:
         runtimes.setdefault(
@@ -205,12 +235,44 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
         out_dir=str(out_dir),
         trials=len(records),
         ok=len(ok),
-        not_ok=[r for r in measured if r["status"] != "ok"],
+        not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],
         warmup=len(records) - len(measured),
         host=records[0]["host"],
         confidence=confidence,
         groups=groups,
         scaling=scaling,
         io=io,
+        mpi=[
+            _sweep(image, ranks, rt, rs, confidence)
+            for (image, ranks), by_rt in sorted(sweeps.items())
+            for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
+        ],
+        oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
         runtimes=runtimes,
     )
+
+
+def _sweep(image: str, ranks: int, runtime: str, rs: list[dict], conf: float) -> MpiSweep:
+    """Per message size, medians over the trials that measured it."""
+
+    def ci(rows: list[dict], field: str) -> stats.Interval:
+        return stats.median_ci([row[field] for row in rows], conf)
+
+    res = [r["result"] for r in rs]
+    p2p: dict[int, list[dict]] = defaultdict(list)
+    red: dict[int, list[dict]] = defaultdict(list)
+    for x in res:
+        for row in x["p2p"]:
+            p2p[row["bytes"]].append(row)
+        for row in x["allreduce"]:
+            red[row["bytes"]].append(row)
+    points = [
+        MpiPoint(
+            size,
+            ci(p2p[size], "latency_us") if p2p.get(size) else None,
+            ci(p2p[size], "bandwidth_mb_s") if p2p.get(size) else None,
+            ci(red[size], "latency_us"),
+        )
+        for size in sorted(red)
+    ]
+    return MpiSweep(image, ranks, runtime, len(rs), _mode([x["mpi_library"] for x in res]), points)

@@ -8,6 +8,7 @@ exactly the trials that have not finished.
 """
 
 import dataclasses
+import importlib.util
 import json
 import os
 import platform
@@ -21,15 +22,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import results, trial
+from . import paths, results, trial
 from .errors import KitError
 from .recipes import Recipe
 from .runtimes import Job, Runtime
 from .runtimes.base import first_line, user_env
 
-BENCHES = {"torch-cnn": "torch_cnn.py", "caffe2-cnn": "caffe2_cnn.py"}
+# benchmark name -> (script in benchmarks/, fixed arguments)
+BENCHES = {
+    "torch-cnn": ("torch_cnn.py", []),
+    "torch-hvd": ("torch_cnn.py", ["--dist", "horovod"]),
+    "tf-cnn": ("tf_cnn.py", []),
+    "caffe2-cnn": ("caffe2_cnn.py", []),
+    "mpi": ("mpi_bench.py", []),
+}
+SWEEPS = ("mpi",)  # benchmarks without model, batch size or data: one sweep per trial
 SPEC_FILE = "campaign.json"
-FINISHED = ("ok", "failed")  # a timeout or an interrupted trial runs again on --resume
+FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
+OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,40 @@ class Config:
     model: str
     batch_size: int
     ranks: int
+    data: str = "synthetic"
+
+
+def models_of(bench: str) -> list[str]:
+    """The models a benchmark accepts, read from its own MODELS (the modules import only
+    the standard library at load time), so the plan is checked before anything runs."""
+    script = paths.repo_root() / "benchmarks" / BENCHES[bench][0]
+    spec = importlib.util.spec_from_file_location(f"kit_bench_{script.stem}", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(script.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(script.parent))
+    return list(getattr(module, "MODELS", {}))
+
+
+def configs(
+    benches: list[str], models: list[str], batch_sizes: list[int], ranks: list[int], data: list[str]
+) -> list[Config]:
+    """The product of the campaign's dimensions; a sweep benchmark takes ranks only."""
+    out = []
+    for b in benches:
+        if b in SWEEPS:
+            out += [Config(b, "-", 0, n) for n in ranks]
+        else:
+            out += [
+                Config(b, m, bs, n, d)
+                for m in models
+                for bs in batch_sizes
+                for n in ranks
+                for d in data
+            ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -55,6 +99,31 @@ class Options:
     timeout: float = 600.0
     mpirun: str | None = None
     runtime_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    bench_args: list[str] = dataclasses.field(default_factory=list)
+    data_dir: str | None = None  # host folder of the real-data set, bound into containers
+
+
+def program(prep_python: str, bench_dir: str, c: Config, opts: Options, data_dir: str) -> list[str]:
+    """The benchmark's argv for one trial (data_dir: the data folder as the runtime sees it)."""
+    script, fixed = BENCHES[c.bench]
+    argv = [prep_python, f"{bench_dir}/{script}", *fixed]
+    if c.bench not in SWEEPS:
+        argv += ["--model", c.model, "--batch-size", str(c.batch_size)]
+        argv += ["--steps", str(opts.steps), "--warmup", str(opts.warmup_steps)]
+        if c.data == "real":
+            argv += ["--data", "real", "--data-dir", data_dir]
+    return [*argv, *opts.bench_args, "--launch-time", f"{time.time():.6f}"]
+
+
+def status(outcome: trial.Outcome) -> str:
+    """The trial's status; a run that did not fit in memory is a result (oom), whether the
+    benchmark reported it or the process died saying so (TensorFlow aborts)."""
+    if outcome.result and outcome.result.get("status") == "oom":
+        return "oom"
+    text = outcome.output_tail.lower()
+    if outcome.status == "failed" and any(m in text for m in OOM_MARKERS):
+        return "oom"
+    return outcome.status
 
 
 def plan(
@@ -169,21 +238,10 @@ def execute(
     for n, (i, p) in enumerate(todo):
         rt, prep, c = by_arm[p.runtime], prepared[p.runtime], p.config
         name = f"kit-{campaign}-{i}"
-        program = [
-            prep.python,
-            f"{prep.bench_dir}/{BENCHES[c.bench]}",
-            "--model",
-            c.model,
-            "--batch-size",
-            str(c.batch_size),
-            "--steps",
-            str(opts.steps),
-            "--warmup",
-            str(opts.warmup_steps),
-            "--launch-time",
-            f"{time.time():.6f}",
-        ]
-        job = Job(program, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []))
+        data = rt.data_path(opts.data_dir) if c.data == "real" and opts.data_dir else ""
+        argv_program = program(prep.python, prep.bench_dir, c, opts, data)
+        binds = (opts.data_dir,) if c.data == "real" and opts.data_dir else ()
+        job = Job(argv_program, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []), binds)
         argv = rt.command(prep, job)
         started = datetime.now(UTC).isoformat(timespec="seconds")
         outcome = trial.run(
@@ -206,6 +264,8 @@ def execute(
             "bench": c.bench,
             "model": c.model,
             "batch_size": c.batch_size,
+            "data": c.data,
+            "bench_args": opts.bench_args,
             "image": recipe.name,
             "recipe_version": recipe.version,
             "variant": variant,
@@ -215,10 +275,10 @@ def execute(
             "host": host,
             "started": started,
             "wall_s": round(outcome.wall_s, 4),
-            "status": outcome.status,
+            "status": status(outcome),
             "exit_code": outcome.exit_code,
             "result": outcome.result,
-            "output_tail": outcome.output_tail if outcome.status != "ok" else "",
+            "output_tail": outcome.output_tail if status(outcome) != "ok" else "",
         }
         results.append(out_dir, record)
         _progress(n + 1, len(todo), record, time.monotonic() - t_start)
@@ -226,16 +286,29 @@ def execute(
             raise KeyboardInterrupt
 
 
+def _figure(record: dict) -> str:
+    r = record["result"]
+    if record["status"] != "ok" or not r:
+        return record["status"].upper()
+    if record["bench"] in SWEEPS:
+        return (
+            f"allreduce {r['allreduce'][0]['latency_us']:.1f} us at {r['allreduce'][0]['bytes']} B"
+        )
+    return f"{r['images_per_sec']:.1f} images/s"
+
+
 def _progress(done: int, total: int, record: dict, elapsed: float) -> None:
     eta = elapsed / done * (total - done)
-    r = record["result"]
-    figure = f"{r['images_per_sec']:.1f} images/s" if r else record["status"].upper()
     tag = " (warm-up)" if record["warmup"] else ""
+    what = (
+        record["bench"]
+        if record["bench"] in SWEEPS
+        else (f"{record['model']} bs={record['batch_size']} {record['data']}")
+    )
     filled = round(20 * done / total)
     print(
         f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} {record['runtime']:<12} "
-        f"np={record['ranks']} "
-        f"{record['model']} bs={record['batch_size']}: {figure}{tag} "
+        f"np={record['ranks']} {what}: {_figure(record)}{tag} "
         f"in {record['wall_s']:.1f} s; ETA {eta // 60:.0f} min {eta % 60:02.0f} s",
         file=sys.stderr,
         flush=True,

@@ -131,6 +131,13 @@ def _ints(flag: str, spec: str) -> list[int]:
     return values
 
 
+def _names(flag: str, spec: str) -> list[str]:
+    values = [v.strip() for v in spec.split(",") if v.strip()]
+    if not values:
+        raise KitError(f"{flag} '{spec}' names nothing; give a comma-separated list")
+    return list(dict.fromkeys(values))
+
+
 def _runtime_args(specs: list[str], chosen: list) -> dict[str, list[str]]:
     from . import runtimes
 
@@ -154,32 +161,58 @@ def _interrupt(_sig: int, _frame: object) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, recipes, runtimes
+    from . import campaign, paths, recipes, runtimes
 
     r = recipes.load(a.image)
     chosen = runtimes.parse(a.runtime)
-    bench = a.bench or r.benchmarks[0]
+    benches = _names("--bench", a.bench) if a.bench else [r.benchmarks[0]]
+    models = _names("--model", a.model)
+    data = _names("--data", a.data)
+    for b in benches:
+        if b not in r.benchmarks:
+            raise KitError(
+                f"--bench '{b}': image '{r.name}' has {', '.join(r.benchmarks)}; pick one of those"
+            )
+        if b in campaign.SWEEPS:
+            continue
+        known = campaign.models_of(b)
+        for m in models:
+            if m not in known:
+                raise KitError(
+                    f"--model '{m}' is not a model of {b}; choose from {', '.join(known)}"
+                )
+    for d in data:
+        if d not in ("synthetic", "real"):
+            raise KitError(f"--data '{d}' must be synthetic, real or both (synthetic,real)")
     if a.repeats < 1:
         raise KitError(f"--repeats {a.repeats} must be at least 1")
-    configs = [
-        campaign.Config(bench, a.model, bs, n)
-        for bs in _ints("--batch-size", a.batch_size)
-        for n in _ints("--np", a.np)
-    ]
+    configs = campaign.configs(
+        benches, models, _ints("--batch-size", a.batch_size), _ints("--np", a.np), data
+    )
     trials = campaign.plan([rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed)
     if a.dry_run:
         for i, t in enumerate(trials):
             c = t.config
             print(
-                f"{i:4d} {t.runtime:<12} {c.bench} {c.model} bs={c.batch_size} "
+                f"{i:4d} {t.runtime:<12} {c.bench} {c.model} bs={c.batch_size} {c.data} "
                 f"np={c.ranks}{' warm-up' if t.warmup else ''}"
             )
         return
     if a.resume and a.out is None:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    data_dir = None
+    if "real" in data:
+        data_dir = str((a.data_dir or paths.cache_dir() / "datasets").resolve())
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
     opts = campaign.Options(
-        a.steps, a.warmup_steps, a.timeout, a.mpirun, _runtime_args(a.runtime_arg, chosen)
+        a.steps,
+        a.warmup_steps,
+        a.timeout,
+        a.mpirun,
+        _runtime_args(a.runtime_arg, chosen),
+        a.bench_arg,
+        data_dir,
     )
     spec = {
         "image": r.name,
@@ -193,6 +226,8 @@ def cmd_run(a: argparse.Namespace) -> None:
         "steps": a.steps,
         "warmup_steps": a.warmup_steps,
         "runtime_args": opts.runtime_args,
+        "bench_args": opts.bench_args,
+        "data_dir": data_dir,
     }
     signal.signal(signal.SIGTERM, _interrupt)
     campaign_id, done = campaign.start(out, spec, a.resume)
@@ -319,8 +354,35 @@ def parser() -> argparse.ArgumentParser:
         "shifter; NAME@LABEL adds another arm of a runtime, e.g. native,native@b for an "
         "A/A check (default: %(default)s)",
     )
-    s.add_argument("--bench", help="benchmark entry point (default: the image's first)")
-    s.add_argument("--model", default="tiny", help="model (default: %(default)s)")
+    s.add_argument(
+        "--bench",
+        help="comma-separated entry points from the image's list (`kit list`): torch-cnn, "
+        "torch-hvd, tf-cnn, caffe2-cnn, mpi (default: the image's first)",
+    )
+    s.add_argument(
+        "--model",
+        default="tiny",
+        help="comma-separated: tiny, alexnet, resnet50, resnet101, resnet152, inception3 "
+        "(default: %(default)s)",
+    )
+    s.add_argument(
+        "--data",
+        default="synthetic",
+        help="synthetic, real, or synthetic,real for the I/O overhead (default: %(default)s)",
+    )
+    s.add_argument(
+        "--data-dir",
+        type=Path,
+        help="host folder for the real-data JPEG set, made on first use and bound into "
+        "containers (default: ~/.cache/kit/datasets)",
+    )
+    s.add_argument(
+        "--bench-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to the benchmark, e.g. --bench-arg=--precision=bf16 (repeatable)",
+    )
     s.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
     s.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")
     s.add_argument(

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .analysis import REFERENCE, Analysis, Arm, Group
+from .analysis import REFERENCE, Analysis, Arm, Group, MpiSweep
 
 Plot = Callable[[object], None]  # draws on a matplotlib Axes
 
@@ -78,13 +78,13 @@ def _rate(a: Arm) -> tuple:
 
 
 def _per_batch(a: Analysis) -> Iterator[Figure]:
-    for (image, bench, model, ranks), gs in _by(
-        a.groups, ("image", "bench", "model", "ranks")
+    for (image, bench, model, ranks, data), gs in _by(
+        a.groups, ("image", "bench", "model", "ranks", "data")
     ).items():
         if len(gs) < 2:  # one batch size: nothing to plot against it
             continue
         series = _series(gs, "batch_size")
-        name = f"{image} {bench} {model}, {ranks} rank(s)"
+        name = f"{image} {bench} {model} {data}, {ranks} rank(s)"
 
         def rate(ax, series=series) -> None:
             for rt, (xs, arms) in series.items():
@@ -94,7 +94,7 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
             for rt, (xs, arms) in series.items():
                 ax.plot(xs, [x.peak_rss_mb for x in arms], marker="o", label=rt)
 
-        slug = f"{image}-{bench}-{model}-np{ranks}"
+        slug = f"{image}-{bench}-{model}-{data}-np{ranks}"
         yield Figure(
             f"rate-{slug}",
             f"Throughput vs batch size: {name}",
@@ -108,8 +108,8 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
 
 
 def _scaling(a: Analysis) -> Iterator[Figure]:
-    for (image, bench, model, bs), gs in _by(
-        a.groups, ("image", "bench", "model", "batch_size")
+    for (image, bench, model, bs, data), gs in _by(
+        a.groups, ("image", "bench", "model", "batch_size", "data")
     ).items():
         if len(gs) < 2:
             continue
@@ -129,15 +129,15 @@ def _scaling(a: Analysis) -> Iterator[Figure]:
                 )
             ax.set_xticks(xs)
 
-        slug = f"scaling-{image}-{bench}-{model}-bs{bs}"
-        name = f"{image} {bench} {model}, batch {bs} per rank"
+        slug = f"scaling-{image}-{bench}-{model}-{data}-bs{bs}"
+        name = f"{image} {bench} {model} {data}, batch {bs} per rank"
         yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", "images/s", draw))
 
 
 def _overhead(a: Analysis) -> Iterator[Figure]:
     for (image, bench, model), gs in _by(a.groups, ("image", "bench", "model")).items():
         points = [
-            (f"{arm.runtime} bs={g.key.batch_size} np={g.key.ranks}", arm.ratio)
+            (f"{arm.runtime} bs={g.key.batch_size} np={g.key.ranks} {g.key.data}", arm.ratio)
             for g in gs
             for arm in g.arms
             if arm.ratio is not None
@@ -176,7 +176,7 @@ def _loss(a: Analysis) -> Iterator[Figure]:
             for arm in g.arms:
                 ax.plot(range(1, len(arm.loss) + 1), arm.loss, label=arm.runtime)
 
-        slug = f"loss-{k.image}-{k.bench}-{k.model}-bs{k.batch_size}-np{k.ranks}"
+        slug = f"loss-{k.image}-{k.bench}-{k.model}-{k.data}-bs{k.batch_size}-np{k.ranks}"
         name = f"{k.image} {k.bench} {k.model}, batch {k.batch_size}, {k.ranks} rank(s)"
         yield Figure(
             slug,
@@ -185,5 +185,46 @@ def _loss(a: Analysis) -> Iterator[Figure]:
         )
 
 
+def _mpi(a: Analysis) -> Iterator[Figure]:
+    """Latency and bandwidth vs message size (log scales), per image and rank count."""
+    by: dict[tuple, list[MpiSweep]] = defaultdict(list)
+    for s in a.mpi:
+        by[(s.image, s.ranks)].append(s)
+    panels = (
+        ("p2p", "ping-pong latency (µs)", lambda p: p.p2p_latency_us),
+        ("bw", "ping-pong bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
+        ("allreduce", "allreduce time (µs)", lambda p: p.allreduce_us),
+    )
+    for (image, ranks), sweeps in by.items():
+        for tag, ylabel, field in panels:
+            if all(field(p) is None for s in sweeps for p in s.points):
+                continue
+
+            def draw(ax, sweeps=sweeps, field=field) -> None:
+                for s in sweeps:
+                    pts = [(p.bytes, field(p)) for p in s.points if field(p) is not None]
+                    ax.errorbar(
+                        [b for b, _ in pts],
+                        [iv.value for _, iv in pts],
+                        yerr=[
+                            [iv.value - iv.low for _, iv in pts],
+                            [iv.high - iv.value for _, iv in pts],
+                        ],
+                        marker="o",
+                        capsize=3,
+                        label=s.runtime,
+                    )
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+
+            slug = f"mpi-{tag}-{image}-np{ranks}"
+            name = f"{image} mpi4py, {ranks} ranks"
+            yield Figure(
+                slug,
+                f"MPI {ylabel} vs message size: {name}",
+                _svg(slug, name, "message size (bytes)", ylabel, draw),
+            )
+
+
 def figures(a: Analysis) -> list[Figure]:
-    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a)]
+    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_mpi(a)]

@@ -133,6 +133,53 @@ def _io_rows(a: Analysis) -> list[list[str]]:
     ]
 
 
+MPI_COLUMNS = [
+    "image",
+    "ranks",
+    "runtime",
+    "n",
+    "bytes",
+    "p2p latency µs [CI]",
+    "p2p bandwidth MB/s [CI]",
+    "allreduce µs [CI]",
+    "MPI library",
+]
+OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
+
+
+def _mpi_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.image,
+            str(s.ranks),
+            s.runtime,
+            str(s.n),
+            str(p.bytes),
+            _iv(p.p2p_latency_us, 2),
+            _iv(p.bandwidth_mb_s, 0),
+            _iv(p.allreduce_us, 2),
+            s.mpi,
+        ]
+        for s in a.mpi
+        for p in s.points
+    ]
+
+
+def _oom_rows(a: Analysis) -> list[list[str]]:
+    return [[str(o[f]) for f in (*analysis.OOM_FIELDS, "trials")] for o in a.oom]
+
+
+def _sections(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables after the per-configuration ones: (title, columns, rows), when not empty."""
+    out = [
+        ("Scaling efficiency", SCALING_COLUMNS, _scaling_rows(a)),
+        ("I/O overhead", IO_COLUMNS, _io_rows(a)),
+        ("MPI point-to-point and allreduce (mpi4py)", MPI_COLUMNS, _mpi_rows(a)),
+        ("Did not fit in memory (out of memory is a result)", OOM_COLUMNS, _oom_rows(a)),
+    ]
+    return [x for x in out if x[2]]
+
+
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(columns) + " |",
@@ -145,10 +192,8 @@ def markdown(a: Analysis) -> str:
     lines = [f"# kit report: {a.out_dir}", "", _header(a), ""]
     for g in a.groups:
         lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
-    if a.scaling:
-        lines += ["## Scaling efficiency", "", *_md_table(SCALING_COLUMNS, _scaling_rows(a)), ""]
-    if a.io:
-        lines += ["## I/O overhead", "", *_md_table(IO_COLUMNS, _io_rows(a)), ""]
+    for title, columns, rows in _sections(a):
+        lines += [f"## {title}", "", *_md_table(columns, rows), ""]
     if a.not_ok:
         lines += ["## Trials that did not finish", "", *(f"- {x}" for x in _failed(a)), ""]
     lines += ["## Runtimes", "", *(f"- {x}" for x in _runtimes(a)), "", NOTES, ""]
@@ -239,10 +284,8 @@ def _html(a: Analysis) -> str:
             f"<h2>{html.escape(_title(g.key))}</h2>",
             _html_table(COLUMNS, [_row(x) for x in g.arms]),
         ]
-    if a.scaling:
-        parts += ["<h2>Scaling efficiency</h2>", _html_table(SCALING_COLUMNS, _scaling_rows(a))]
-    if a.io:
-        parts += ["<h2>I/O overhead</h2>", _html_table(IO_COLUMNS, _io_rows(a))]
+    for title, columns, rows in _sections(a):
+        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(columns, rows)]
     if a.not_ok:
         parts += [
             "<h2>Trials that did not finish</h2><ul>",

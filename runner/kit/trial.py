@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH_SCHEMA = "kit.bench/1"
+BENCH_SCHEMA = "kit.bench/2"
 GRACE_S = 5.0
 
 

@@ -47,3 +47,49 @@ def test_refuses_to_mix_or_change_campaigns(tmp_path):
         campaign.start(tmp_path, {**SPEC, "repeats": 3, "seed": 1}, resume=True)
     with pytest.raises(KitError, match="nothing to resume"):
         campaign.start(tmp_path / "empty", SPEC, resume=True)
+
+
+def test_configs_product_and_mpi_sweep_takes_ranks_only():
+    got = campaign.configs(
+        ["torch-cnn", "mpi"], ["tiny", "resnet50"], [8, 16], [1, 2], ["synthetic", "real"]
+    )
+    assert len(got) == 2 * 2 * 2 * 2 + 2
+    assert [c for c in got if c.bench == "mpi"] == [
+        campaign.Config("mpi", "-", 0, 1),
+        campaign.Config("mpi", "-", 0, 2),
+    ]
+
+
+def test_program_argv_per_benchmark(monkeypatch):
+    monkeypatch.setattr(campaign.time, "time", lambda: 100.0)
+    opts = campaign.Options(steps=10, warmup_steps=2, bench_args=["--precision=bf16"])
+    real = campaign.Config("torch-hvd", "resnet50", 16, 2, "real")
+    assert campaign.program("py", "/b", real, opts, "/mnt") == [
+        "py", "/b/torch_cnn.py", "--dist", "horovod", "--model", "resnet50",
+        "--batch-size", "16", "--steps", "10", "--warmup", "2", "--data", "real",
+        "--data-dir", "/mnt", "--precision=bf16", "--launch-time", "100.000000",
+    ]  # fmt: skip
+    sweep = campaign.Config("mpi", "-", 0, 2)
+    assert campaign.program("py", "/b", sweep, campaign.Options(), "") == [
+        "py", "/b/mpi_bench.py", "--launch-time", "100.000000",
+    ]  # fmt: skip
+
+
+def test_out_of_memory_is_a_result_whoever_reports_it():
+    def outcome(status, result=None, tail=""):
+        return campaign.trial.Outcome(status, 1, 1.0, result, tail)
+
+    assert campaign.status(outcome("failed", {"status": "oom"})) == "oom"
+    tf_abort = "Allocator (mklcpu) ran out of memory trying to allocate 3.06GiB"
+    assert campaign.status(outcome("failed", None, tf_abort)) == "oom"
+    assert campaign.status(outcome("failed", None, "Segmentation fault")) == "failed"
+    assert campaign.status(outcome("timeout", None, "out of memory")) == "timeout"
+    assert "oom" in campaign.FINISHED
+
+
+def test_models_are_read_from_the_benchmarks_themselves():
+    assert campaign.models_of("torch-cnn") == [
+        "tiny", "alexnet", "resnet50", "resnet101", "resnet152", "inception3",
+    ]  # fmt: skip
+    assert "inception3" not in campaign.models_of("caffe2-cnn")
+    assert campaign.models_of("tf-cnn") == campaign.models_of("torch-hvd")

@@ -134,8 +134,8 @@ def test_every_format_renders_the_same_analysis(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     ids = re.findall(r'<figure id="([^"]+)"><svg', page)
     assert ids == [
-        "rate-pytorch-mpich-torch-cnn-tiny-np2",
-        "mem-pytorch-mpich-torch-cnn-tiny-np2",
+        "rate-pytorch-mpich-torch-cnn-tiny-synthetic-np2",
+        "mem-pytorch-mpich-torch-cnn-tiny-synthetic-np2",
         "overhead-pytorch-mpich-torch-cnn-tiny",
     ]
     assert page.count("<svg") == 3
@@ -163,3 +163,57 @@ def test_io_overhead_from_real_and_synthetic_data(tmp_path):
     assert "· real data" in text
     rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
     assert {r["data"] for r in rows} == {"synthetic", "real"}
+
+
+def mpi_record(runtime, scale, ranks=2):
+    r = copy.deepcopy(BASE) | {"runtime": runtime, "bench": "mpi", "model": "-", "batch_size": 0}
+    r["ranks"] = ranks
+    r["result"] = {
+        "framework_version": "3.1.4",
+        "mpi_library": "MPICH 4.0.2",
+        "startup_s": 0.1,
+        "p2p": [
+            {"bytes": b, "iterations": 9, "latency_us": scale * (0.5 + b / 1e4),
+             "bandwidth_mb_s": b / (scale * (0.5 + b / 1e4))}
+            for b in (4, 4096)
+        ] if ranks > 1 else [],
+        "allreduce": [
+            {"bytes": b, "iterations": 9, "latency_us": scale * (1 + b / 1e4)} for b in (4, 4096)
+        ],
+    }  # fmt: skip
+    return r
+
+
+def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
+    for i in range(6):
+        results.append(tmp_path, mpi_record("native", 1 + i / 100))
+        results.append(tmp_path, mpi_record("singularity", 2 + i / 100))
+        results.append(tmp_path, mpi_record("native", 1, ranks=1))
+        results.append(tmp_path, record("native", 1000.0 + i))
+    results.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
+    a = analysis.analyse(tmp_path)
+    assert [(s.runtime, s.ranks, s.n) for s in a.mpi] == [
+        ("native", 1, 6), ("native", 2, 6), ("singularity", 2, 6),
+    ]  # fmt: skip
+    native2 = a.mpi[1].points
+    assert [p.bytes for p in native2] == [4, 4096]
+    assert native2[0].p2p_latency_us.value == pytest.approx(0.5 * 1.025, rel=0.01)
+    assert a.mpi[0].points[0].p2p_latency_us is None  # one rank: no ping-pong
+    assert a.oom == [
+        {"image": "pytorch-mpich", "bench": "torch-cnn", "model": "tiny", "batch_size": 512,
+         "ranks": 2, "runtime": "docker", "trials": 1}
+    ]  # fmt: skip
+    assert a.not_ok == [] and len(a.groups) == 1  # sweeps are not throughput groups
+    text = report.markdown(a)
+    assert "## MPI point-to-point and allreduce (mpi4py)" in text
+    assert "| pytorch-mpich | 2 | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] |" in text
+    assert "## Did not fit in memory (out of memory is a result)" in text
+    assert "| pytorch-mpich | torch-cnn | tiny | 512 | 2 | docker | 1 |" in text
+    page = report.render(a, "html")
+    for slug in (
+        "mpi-p2p-pytorch-mpich-np2",
+        "mpi-bw-pytorch-mpich-np2",
+        "mpi-allreduce-pytorch-mpich-np1",
+    ):
+        assert f'id="{slug}"' in page
+    assert 'id="mpi-p2p-pytorch-mpich-np1"' not in page

@@ -99,3 +99,20 @@ def test_parse_rejects_unknown_and_repeats():
     with pytest.raises(KitError, match="names a runtime twice"):
         runtimes.parse("singularity,apptainer")
     assert [r.name for r in runtimes.parse("native, docker")] == ["native", "docker"]
+
+
+def test_data_folder_is_bound_into_every_container(prep):
+    j = Job(PROG, 1, "mpirun.mpich", "kit-abc-3", [], ("/data/set",))
+    assert "--volume=/data/set:/data/set" in runtimes.get("docker").command(prep, j)
+    assert runtimes.get("apptainer").command(prep, j)[:3] == [
+        "apptainer",
+        "exec",
+        "--bind=/data/set",
+    ]
+    ch = runtimes.get("charliecloud")
+    assert ch.command(prep, j)[:2] == ["ch-run", "--bind=/data/set:/mnt"]
+    assert ch.data_path("/data/set") == "/mnt"  # squashfs: only existing folders
+    assert runtimes.get("shifter").command(prep, j)[:3] == [
+        "shifter", "--image=docker:IMG", "--volume=/data/set:/data/set",
+    ]  # fmt: skip
+    assert runtimes.get("native").command(prep, j) == PROG

@@ -14,7 +14,7 @@ ESCAPER = r"""
 import os, subprocess, sys, time
 subprocess.Popen(["setsid", "env", "-i", sys.executable, "-c",
                   "import time; time.sleep(300)"])
-print('{"schema": "kit.bench/1", "images_per_sec": 1.0}', flush=True)
+print('{"schema": "kit.bench/2", "images_per_sec": 1.0}', flush=True)
 time.sleep(float(sys.argv[1]))
 """
 
@@ -38,7 +38,7 @@ def run_escaper(sleep_s, timeout, marker):
 def test_ok_trial_parses_record_and_reaps_escaped_child():
     out, cleaned = run_escaper(1.0, 30, "t-ok")
     assert out.status == "ok"
-    assert out.result == {"schema": "kit.bench/1", "images_per_sec": 1.0}
+    assert out.result == {"schema": "kit.bench/2", "images_per_sec": 1.0}
     assert cleaned == [True]
     time.sleep(0.2)
     assert not trial.marked("t-ok")
@@ -87,8 +87,8 @@ def test_failed_trial_keeps_output_tail():
 
 def test_parse_result_takes_last_bench_record():
     text = (
-        'noise\n{"schema": "kit.bench/1", "a": 1}\n{"other": 2}\n'
-        '{"schema": "kit.bench/1", "a": 2}\n'
+        'noise\n{"schema": "kit.bench/2", "a": 1}\n{"other": 2}\n'
+        '{"schema": "kit.bench/2", "a": 2}\n'
     )
-    assert trial.parse_result(text) == {"schema": "kit.bench/1", "a": 2}
+    assert trial.parse_result(text) == {"schema": "kit.bench/2", "a": 2}
     assert trial.parse_result("{not json\n") is None

@@ -36,4 +36,5 @@ class Apptainer(Runtime):
         return base.in_image(str(got.sif), got.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
-        return [self.tool, "exec", *job.extra, prep.ref, *job.program]
+        binds = [f"--bind={path}" for path in job.binds]
+        return [self.tool, "exec", *binds, *job.extra, prep.ref, *job.program]

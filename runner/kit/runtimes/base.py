@@ -38,6 +38,7 @@ class Job:
     mpirun: str
     name: str  # unique per trial: container names and clean-up markers use it
     extra: list[str] = field(default_factory=list)  # user pass-through options
+    binds: tuple[str, ...] = ()  # host folders the program reads, at the same path inside
 
 
 def mpirun(job: Job) -> list[str]:
@@ -82,6 +83,11 @@ class Runtime:
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """The command that starts one rank of the job in this runtime."""
         raise NotImplementedError
+
+    def data_path(self, host_path: str) -> str:
+        """Where a host folder in Job.binds appears to the program (the same path,
+        unless the runtime can only mount onto folders the image already has)."""
+        return host_path
 
     def command(self, prep: Prepared, job: Job) -> list[str]:
         return mpirun(job) + self.exec_argv(prep, job)

@@ -5,6 +5,9 @@ from ..recipes import Recipe
 from . import base
 from .base import Job, Prepared, Runtime
 
+# ch-run mounts onto folders the (read-only) squashfs already has; Debian's /mnt is one.
+DATA_MOUNT = "/mnt"
+
 
 class Charliecloud(Runtime):
     name = "charliecloud"
@@ -22,4 +25,8 @@ class Charliecloud(Runtime):
         return base.in_image(str(art.squashfs), art.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
-        return [self.tool, *job.extra, prep.ref, "--", *job.program]
+        binds = [f"--bind={path}:{DATA_MOUNT}" for path in job.binds]
+        return [self.tool, *binds, *job.extra, prep.ref, "--", *job.program]
+
+    def data_path(self, host_path: str) -> str:
+        return DATA_MOUNT

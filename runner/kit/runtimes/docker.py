@@ -51,6 +51,8 @@ class Docker(Runtime):
             "-e",
             "HOME=/tmp",
         ]
+        for path in job.binds:
+            argv.append(f"--volume={path}:{path}")
         for k in base.user_env():
             if k.startswith(base.WORKLOAD_PREFIXES):
                 argv += ["-e", k]

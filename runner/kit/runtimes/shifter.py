@@ -28,4 +28,5 @@ class Shifter(Runtime):
         return base.in_image(tag, engine.image_id(tag))
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
-        return [self.tool, f"--image=docker:{prep.ref}", *job.extra, "--", *job.program]
+        binds = [f"--volume={path}:{path}" for path in job.binds]
+        return [self.tool, f"--image=docker:{prep.ref}", *binds, *job.extra, "--", *job.program]

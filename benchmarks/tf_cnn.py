@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""TensorFlow 2 / Keras CNN training benchmark with Horovod, under any MPI launcher.
+
+Horovod (MPI controller) averages gradients through its Keras DistributedOptimizer
+and rank 0's initial weights are broadcast before the first step, as in
+Horovod's Keras examples; the model is trained step by step with
+train_on_batch so every step is timed. Models come from keras.applications
+(random weights). --data real reads the JPEG folder through tf.data (each rank
+its own shard). Rank 0 prints one JSON record (schema kit.bench/2) on stdout
+and a one-line summary on stderr. Depends on tensorflow and horovod (PIL to
+generate --data real).
+"""
+
+from __future__ import annotations  # Python 3.9 in the Caffe2 images
+
+import argparse
+import os
+import sys
+import time
+
+import kitbench
+
+MODELS = {  # model -> input image side
+    "tiny": 32,
+    "alexnet": 224,
+    "resnet50": 224,
+    "resnet101": 224,
+    "resnet152": 224,
+    "inception3": 299,
+}
+APPLICATIONS = {
+    "resnet50": "ResNet50",
+    "resnet101": "ResNet101",
+    "resnet152": "ResNet152",
+    "inception3": "InceptionV3",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    kitbench.common_args(p, MODELS)
+    a = p.parse_args(argv)
+    kitbench.check_args(p, a, MODELS)
+    a.data_format = a.data_format or "nhwc"
+    if a.data_format == "nchw":
+        kitbench.unsupported(
+            p, "--data-format nchw", "TensorFlow's CPU convolutions take NHWC only; use nhwc"
+        )
+    a.dist = "horovod"
+    return a
+
+
+def build_model(tf, name: str, side: int):
+    layers = tf.keras.layers
+    shape = (side, side, 3)
+    if name == "tiny":
+        body = tf.keras.Sequential(
+            [
+                layers.Conv2D(16, 3, padding="same", activation="relu", input_shape=shape),
+                layers.MaxPool2D(2),
+                layers.Conv2D(32, 3, padding="same", activation="relu"),
+                layers.GlobalAveragePooling2D(),
+                layers.Dense(kitbench.CLASSES),
+            ]
+        )
+    elif name == "alexnet":  # the single-tower form torchvision uses
+        body = tf.keras.Sequential(
+            [
+                layers.Conv2D(64, 11, 4, padding="same", activation="relu", input_shape=shape),
+                layers.MaxPool2D(3, 2),
+                layers.Conv2D(192, 5, padding="same", activation="relu"),
+                layers.MaxPool2D(3, 2),
+                layers.Conv2D(384, 3, padding="same", activation="relu"),
+                layers.Conv2D(256, 3, padding="same", activation="relu"),
+                layers.Conv2D(256, 3, padding="same", activation="relu"),
+                layers.MaxPool2D(3, 2),
+                layers.Flatten(),
+                layers.Dropout(0.5),
+                layers.Dense(4096, activation="relu"),
+                layers.Dropout(0.5),
+                layers.Dense(4096, activation="relu"),
+                layers.Dense(kitbench.CLASSES),
+            ]
+        )
+    else:
+        body = getattr(tf.keras.applications, APPLICATIONS[name])(
+            weights=None, input_shape=shape, classes=kitbench.CLASSES, classifier_activation=None
+        )
+    # logits in float32 whatever the compute precision, for a stable loss
+    out = layers.Activation("linear", dtype="float32")(body.output)
+    return tf.keras.Model(body.input, out)
+
+
+def real_batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier):
+    root = kitbench.ensure_dataset(a.data_dir, a.dataset_images, side, rank, barrier)
+    classes = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            classes, list(range(len(classes))), tf.string, tf.int64
+        ),
+        default_value=-1,
+    )
+    mean = tf.constant([0.485, 0.456, 0.406])
+    std = tf.constant([0.229, 0.224, 0.225])
+
+    def load(path):
+        image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        image = tf.image.random_flip_left_right(tf.image.convert_image_dtype(image, tf.float32))
+        label = table.lookup(tf.strings.split(path, os.sep)[-2])
+        return (image - mean) / std, label
+
+    files = tf.data.Dataset.list_files(os.path.join(root, "*", "*.jpg"), shuffle=False)
+    ds = (
+        files.shard(size, rank)
+        .shuffle(a.dataset_images, seed=rank)
+        .repeat()
+        .map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(a.batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return iter(ds)
+
+
+def batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier):
+    import numpy as np
+
+    if a.data == "real":
+        yield from real_batches(tf, a, rank, size, side, barrier)
+        return
+    rng = np.random.default_rng(1234 + rank)
+    if a.task == "accuracy":
+        while True:
+            x, y = kitbench.learnable_batch(rng, a.batch_size, side, channels_last=True)
+            yield tf.constant(x), tf.constant(y)
+    x = tf.random.normal((a.batch_size, side, side, 3), seed=rank)
+    y = tf.random.uniform((a.batch_size,), 0, kitbench.CLASSES, tf.int64, seed=rank)
+    while True:
+        yield x, y
+
+
+def main(argv: list[str] | None = None) -> int:
+    t_start = time.time()
+    a = parse_args(argv)
+    launch = a.launch_time or t_start
+    mpi = kitbench.mpi_library()
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd
+    import tensorflow as tf
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    threads = kitbench.threads_per_rank(a.threads, size)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    if a.precision == "bf16":
+        tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    tf.keras.utils.set_random_seed(1234)
+    side = MODELS[a.model]
+    model = build_model(tf, a.model, side)
+    opt = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.SGD(0.01, momentum=0.9))
+    model.compile(
+        optimizer=opt,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    hvd_tf.broadcast_variables(model.variables, root_rank=0)
+
+    def barrier() -> None:  # horovod.tensorflow 0.28 has no barrier(); any collective waits
+        hvd_tf.allgather_object(rank)
+
+    writer = tf.summary.create_file_writer(a.logdir) if a.logdir and rank == 0 else None
+    data = batches(tf, a, rank, size, side, barrier)
+    step_times, losses, accuracies, first_step_end = [], [], [], None
+    try:
+        for i in range(a.warmup + a.steps):
+            t0 = time.perf_counter()
+            x, y = next(data)
+            out = model.train_on_batch(x, y, return_dict=True)
+            dt = time.perf_counter() - t0
+            if first_step_end is None:
+                first_step_end = time.time()
+            if writer:
+                with writer.as_default(step=i):
+                    tf.summary.scalar("loss", out["loss"])
+                    tf.summary.scalar("accuracy", out["accuracy"])
+                    tf.summary.scalar("images_per_sec", a.batch_size * size / dt)
+            if i >= a.warmup:
+                step_times.append(dt)
+                losses.append(float(out["loss"]))
+                accuracies.append(float(out["accuracy"]))
+    except Exception as exc:
+        if not kitbench.is_oom(exc):
+            raise
+        kitbench.oom_exit("tf-cnn", "tensorflow", tf.__version__, mpi, a, rank, size, exc)
+    if writer:
+        writer.close()
+    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    ranks = hvd_tf.allgather_object(mine) if size > 1 else [mine]
+    weights = float(sum(abs(w).sum() for w in model.get_weights()))
+    sums = hvd_tf.allgather_object(weights) if size > 1 else [weights]
+    hvd.shutdown()
+    if rank == 0:
+        kitbench.emit(
+            kitbench.record(
+                "tf-cnn",
+                "tensorflow",
+                tf.__version__,
+                mpi,
+                a,
+                ranks,
+                threads,
+                step_times,
+                losses,
+                accuracy=accuracies,
+                # the same weights on every rank prove the gradients were averaged
+                weights_in_sync=max(sums) - min(sums) <= 1e-6 * sums[0],
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

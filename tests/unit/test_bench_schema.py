@@ -1,0 +1,84 @@
+"""The kit.bench/2 record schema the benchmarks share (benchmarks/kitbench.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import kitbench
+
+TRAIN = {
+    "schema": "kit.bench/2", "bench": "torch-cnn", "status": "ok", "framework": "torch",
+    "framework_version": "1.13.1", "mpi_library": "MPICH Version: 4.0.2", "python": "3.11.2",
+    "image": "native", "ranks": 2, "hosts": ["vm"], "startup_s": 1.5, "model": "tiny",
+    "batch_size": 32, "data": "synthetic", "task": "throughput", "dist": "ddp",
+    "precision": "fp32", "data_format": "nchw", "threads_per_rank": 1, "warmup_steps": 5,
+    "steps": 2, "images_per_sec": 100.0, "images_per_sec_per_rank": [50.0, 50.0],
+    "peak_rss_mb": [300.0, 301.0], "step_times_s": [0.6, 0.7], "loss": [2.3, 2.2],
+}  # fmt: skip
+MPI = {
+    **{k: TRAIN[k] for k in kitbench.COMMON},
+    "bench": "mpi",
+    "framework": "mpi4py",
+    "p2p": [{"bytes": 4, "iterations": 9, "latency_us": 0.5, "bandwidth_mb_s": 8.0}],
+    "allreduce": [{"bytes": 4, "iterations": 9, "latency_us": 1.0}],
+}
+
+
+def test_valid_records_pass():
+    assert kitbench.validate(TRAIN) == []
+    assert kitbench.validate(MPI) == []
+    oom = TRAIN | {"status": "oom", "images_per_sec": None, "error": "out of memory"}
+    assert kitbench.validate(oom) == []
+
+
+def test_each_problem_is_named():
+    bad = TRAIN | {"schema": "kit.bench/1", "ranks": "2", "status": "crashed"}
+    del bad["loss"]
+    assert kitbench.validate(bad) == [
+        "schema is 'kit.bench/1', not kit.bench/2",
+        "ranks: str, want int",
+        "loss: NoneType, want list",
+        "status 'crashed' is neither ok nor oom",
+    ]
+    assert kitbench.validate(MPI | {"allreduce": None}) == ["allreduce: NoneType, want list"]
+    # an ok record must carry a figure
+    assert kitbench.validate(TRAIN | {"images_per_sec": None}) == [
+        "images_per_sec: NoneType, want float"
+    ]
+
+
+def test_oom_is_recognised_across_frameworks():
+    assert kitbench.is_oom(MemoryError())
+    assert kitbench.is_oom(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:75] DefaultCPUAllocator: can't allocate memory"
+        )
+    )
+    assert kitbench.is_oom(type("ResourceExhaustedError", (Exception,), {})("OOM"))
+    assert not kitbench.is_oom(RuntimeError("shape mismatch"))
+
+
+def test_learnable_problem_is_the_same_on_every_rank():
+    import numpy as np
+
+    x0, y0 = kitbench.learnable_batch(np.random.default_rng(1), 64, 8)
+    x1, y1 = kitbench.learnable_batch(np.random.default_rng(2), 64, 8)
+    assert x0.shape == (64, 3, 8, 8) and x0.dtype == np.float32 and y0.dtype == np.int64
+    # class colours are shared: mean colour per class agrees across two ranks' draws
+    for k in set(y0.tolist()) & set(y1.tolist()):
+        m0 = x0[y0 == k].mean(axis=(0, 2, 3))
+        m1 = x1[y1 == k].mean(axis=(0, 2, 3))
+        assert np.allclose(m0, m1, atol=0.5)
+    nhwc, _ = kitbench.learnable_batch(np.random.default_rng(1), 64, 8, channels_last=True)
+    assert nhwc.shape == (64, 8, 8, 3) and np.array_equal(nhwc, x0.transpose(0, 2, 3, 1))
+
+
+def test_dataset_is_made_once_and_reused(tmp_path):
+    calls = []
+    root = kitbench.ensure_dataset(str(tmp_path), 20, 16, 0, lambda: calls.append(1))
+    files = sorted(Path(root).rglob("*.jpg"))
+    assert len(files) == 20 and len({f.parent.name for f in files}) == kitbench.CLASSES
+    stamp = Path(root, kitbench.DATASET_STAMP)
+    before = stamp.stat().st_mtime_ns
+    assert kitbench.ensure_dataset(str(tmp_path), 20, 16, 0, lambda: calls.append(1)) == root
+    assert stamp.stat().st_mtime_ns == before and calls == [1, 1]
