@@ -29,6 +29,7 @@ class Key:
     batch_size: int
     ranks: int
     data: str = "synthetic"  # or "real": read through the framework's input pipeline
+    launcher: str = "local"  # or "slurm": each trial a batch job
 
 
 @dataclass
@@ -156,12 +157,20 @@ def _compare(
         arm.verdict += " (MISMATCHED SOFTWARE)"
 
 
-def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = False) -> Analysis:
-    records = results.load(out_dir)
-    if not records:
-        raise KitError(
-            f"no trial records in {out_dir / results.FILE}; run 'kit run ... --out {out_dir}' first"
-        )
+def analyse(
+    out_dirs: list[Path], confidence: float = 0.95, allow_mismatch: bool = False
+) -> Analysis:
+    """The analysis of one or more campaigns' results (e.g. the same matrix run locally
+    and through Slurm, side by side)."""
+    records = []
+    for out_dir in out_dirs:
+        found = results.load(out_dir)
+        if not found:
+            raise KitError(
+                f"no trial records in {out_dir / results.FILE}; "
+                f"run 'kit run ... --out {out_dir}' first"
+            )
+        records += found
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
@@ -171,7 +180,8 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
             sweeps[(r["image"], r["ranks"])][r["runtime"]].append(r)
             continue
         data = r.get("data") or r["result"].get("data", "synthetic")
-        key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data)
+        launcher = "slurm" if r.get("launcher") == "slurm" else "local"
+        key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher)
         by_key[key][r["runtime"]].append(r)
 
     def rates(rs: list[dict]) -> list[float]:
@@ -232,7 +242,7 @@ def analyse(out_dir: Path, confidence: float = 0.95, allow_mismatch: bool = Fals
             },
         )
     return Analysis(
-        out_dir=str(out_dir),
+        out_dir=", ".join(str(d) for d in out_dirs),
         trials=len(records),
         ok=len(ok),
         not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import paths, results, trial
+from . import paths, results, slurm, trial
 from .errors import KitError
 from .recipes import Recipe
 from .runtimes import Job, Runtime
@@ -101,10 +101,14 @@ class Options:
     runtime_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     bench_args: list[str] = dataclasses.field(default_factory=list)
     data_dir: str | None = None  # host folder of the real-data set, bound into containers
+    site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
 
 
-def program(prep_python: str, bench_dir: str, c: Config, opts: Options, data_dir: str) -> list[str]:
-    """The benchmark's argv for one trial (data_dir: the data folder as the runtime sees it)."""
+def program(
+    prep_python: str, bench_dir: str, c: Config, opts: Options, data_dir: str, launch: str
+) -> list[str]:
+    """The benchmark's argv for one trial (data_dir: the data folder as the runtime sees it;
+    launch: the start time, or the Slurm script's variable holding it)."""
     script, fixed = BENCHES[c.bench]
     argv = [prep_python, f"{bench_dir}/{script}", *fixed]
     if c.bench not in SWEEPS:
@@ -112,7 +116,7 @@ def program(prep_python: str, bench_dir: str, c: Config, opts: Options, data_dir
         argv += ["--steps", str(opts.steps), "--warmup", str(opts.warmup_steps)]
         if c.data == "real":
             argv += ["--data", "real", "--data-dir", data_dir]
-    return [*argv, *opts.bench_args, "--launch-time", f"{time.time():.6f}"]
+    return [*argv, *opts.bench_args, "--launch-time", launch]
 
 
 def status(outcome: trial.Outcome) -> str:
@@ -215,7 +219,12 @@ def execute(
                 f"(has: {', '.join(recipe.benchmarks)})"
             )
     mpirun = mpirun_for(recipe, opts.mpirun)
-    if any(p.config.ranks > 1 for p in trials) and shutil.which(mpirun) is None:
+    local = opts.site is None
+    if not local and shutil.which("sbatch") is None:
+        raise KitError(
+            "--launcher slurm needs 'sbatch' on PATH (a Slurm client); or use --emit DIR"
+        )
+    if local and any(p.config.ranks > 1 for p in trials) and shutil.which(mpirun) is None:
         raise KitError(
             f"more than one rank needs '{mpirun}' on PATH; install "
             f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
@@ -238,15 +247,19 @@ def execute(
     for n, (i, p) in enumerate(todo):
         rt, prep, c = by_arm[p.runtime], prepared[p.runtime], p.config
         name = f"kit-{campaign}-{i}"
-        data = rt.data_path(opts.data_dir) if c.data == "real" and opts.data_dir else ""
-        argv_program = program(prep.python, prep.bench_dir, c, opts, data)
-        binds = (opts.data_dir,) if c.data == "real" and opts.data_dir else ()
-        job = Job(argv_program, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []), binds)
-        argv = rt.command(prep, job)
         started = datetime.now(UTC).isoformat(timespec="seconds")
-        outcome = trial.run(
-            argv, {**env, **rt.env}, opts.timeout, name, lambda rt=rt, job=job: rt.cleanup(job)
-        )
+        job_info = None
+        if local:
+            job = trial_job(rt, prep, c, opts, mpirun, name, f"{time.time():.6f}")
+            argv = rt.command(prep, job)
+            outcome = trial.run(
+                argv, {**env, **rt.env}, opts.timeout, name, lambda rt=rt, job=job: rt.cleanup(job)
+            )
+        else:
+            job = trial_job(rt, prep, c, opts, mpirun, name, slurm.LAUNCH_ARG)
+            path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
+            argv = ["sbatch", str(path)]
+            outcome, job_info = slurm.submit(path, output, {**env, **rt.env}, opts.timeout, name)
         record = {
             "schema": results.SCHEMA,
             "campaign": campaign,
@@ -258,7 +271,8 @@ def execute(
             "runtime_version": versions[rt.arm],
             "runtime_settings": list(rt.settings),
             "runtime_args": job.extra,
-            "launcher": rt.launcher(c.ranks),
+            "launcher": rt.launcher(c.ranks) if local else "slurm",
+            "slurm": job_info,
             "mpirun": mpirun_version if c.ranks > 1 else None,
             "ranks": c.ranks,
             "bench": c.bench,
@@ -284,6 +298,55 @@ def execute(
         _progress(n + 1, len(todo), record, time.monotonic() - t_start)
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
+
+
+def trial_job(
+    rt: Runtime, prep, c: Config, opts: Options, mpirun: str, name: str, launch: str
+) -> Job:
+    """The launch of one trial: its program (with the data folder as the runtime sees it)."""
+    real = c.data == "real" and opts.data_dir
+    data = rt.data_path(opts.data_dir) if real else ""
+    argv = program(prep.python, prep.bench_dir, c, opts, data, launch)
+    binds = (opts.data_dir,) if real else ()
+    return Job(argv, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []), binds)
+
+
+def write_script(
+    rt: Runtime, prep, job: Job, c: Config, recipe: Recipe, site: slurm.Site, folder: Path
+) -> tuple[Path, Path]:
+    """One trial's sbatch script in folder; its path and its job's output file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path, output = folder / f"{job.name}.sbatch", (folder / f"{job.name}.out").resolve()
+    title = (
+        f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}, {c.bench} "
+        f"{c.model} bs={c.batch_size} {c.data}, {c.ranks} rank(s)"
+    )
+    text = slurm.script(rt, prep, job, site, recipe.mpi.flavour, output, title)
+    path.write_text(text)
+    return path, output
+
+
+def emit(
+    recipe: Recipe,
+    variant: str,
+    runtimes: list[Runtime],
+    trials: list[Planned],
+    folder: Path,
+    opts: Options,
+) -> list[Path]:
+    """Write every trial's sbatch script to folder, in plan order, without submitting."""
+    mpirun = mpirun_for(recipe, opts.mpirun)
+    by_arm = {rt.arm: rt for rt in runtimes}
+    prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
+    paths_out = []
+    for i, p in enumerate(trials):
+        rt = by_arm[p.runtime]
+        job = trial_job(
+            rt, prepared[rt.arm], p.config, opts, mpirun, f"kit-{i:04d}", slurm.LAUNCH_ARG
+        )
+        path, _ = write_script(rt, prepared[rt.arm], job, p.config, recipe, opts.site, folder)
+        paths_out.append(path)
+    return paths_out
 
 
 def _figure(record: dict) -> str:

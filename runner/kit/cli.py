@@ -161,7 +161,7 @@ def _interrupt(_sig: int, _frame: object) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, paths, recipes, runtimes
+    from . import campaign, paths, recipes, runtimes, slurm
 
     r = recipes.load(a.image)
     chosen = runtimes.parse(a.runtime)
@@ -198,6 +198,11 @@ def cmd_run(a: argparse.Namespace) -> None:
                 f"np={c.ranks}{' warm-up' if t.warmup else ''}"
             )
         return
+    if a.launcher not in ("local", "slurm"):
+        raise KitError(f"--launcher '{a.launcher}' must be local (mpirun) or slurm")
+    if (a.emit or a.slurm_config) and a.launcher != "slurm":
+        raise KitError("--emit and --slurm-config go with --launcher slurm")
+    site = slurm.load_site(a.slurm_config) if a.launcher == "slurm" else None
     if a.resume and a.out is None:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -213,7 +218,17 @@ def cmd_run(a: argparse.Namespace) -> None:
         _runtime_args(a.runtime_arg, chosen),
         a.bench_arg,
         data_dir,
+        site,
     )
+    if a.emit:
+        scripts = campaign.emit(r, a.variant, chosen, trials, a.emit, opts)
+        print(
+            f"wrote {len(scripts)} sbatch scripts to {a.emit}; submit each with sbatch",
+            file=sys.stderr,
+        )
+        for path in scripts:
+            print(path)
+        return
     spec = {
         "image": r.name,
         "recipe_version": r.version,
@@ -228,6 +243,8 @@ def cmd_run(a: argparse.Namespace) -> None:
         "runtime_args": opts.runtime_args,
         "bench_args": opts.bench_args,
         "data_dir": data_dir,
+        "launcher": a.launcher,
+        "slurm": dataclasses.asdict(site) if site else None,
     }
     signal.signal(signal.SIGTERM, _interrupt)
     campaign_id, done = campaign.start(out, spec, a.resume)
@@ -242,8 +259,9 @@ def cmd_report(a: argparse.Namespace) -> None:
         raise KitError(f"--format '{a.format}' is not one of {', '.join(report.FORMATS)}")
     if not 0.5 <= a.confidence < 1:
         raise KitError(f"--confidence {a.confidence} must be at least 0.5 and below 1, e.g. 0.95")
-    if not a.dir.is_dir():
-        raise KitError(f"results directory '{a.dir}' does not exist; pass a 'kit run --out' DIR")
+    for d in a.dir:
+        if not d.is_dir():
+            raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
     path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch)
     if a.format == "html":
         print(path)
@@ -409,6 +427,25 @@ def parser() -> argparse.ArgumentParser:
         metavar="RUNTIME:ARG",
         help="pass ARG to one runtime arm, e.g. docker:--cpus=1.5 (repeatable)",
     )
+    s.add_argument(
+        "--launcher",
+        default="local",
+        help="local: the flavour's mpirun on this host (default); slurm: each trial is a "
+        "batch job (sbatch --wait), ranks started by srun --mpi=pmi2 (MPICH) or mpirun",
+    )
+    s.add_argument(
+        "--slurm-config",
+        type=Path,
+        metavar="FILE",
+        help="site settings for Slurm jobs: a TOML [slurm] table (partition, account, time, "
+        "tasks_per_node, options, setup, mpi, allow_docker, shifter = nersc|cscs)",
+    )
+    s.add_argument(
+        "--emit",
+        type=Path,
+        metavar="DIR",
+        help="with --launcher slurm: write each trial's sbatch script to DIR, submit nothing",
+    )
     s.add_argument("--variant", default="cpu")
     s.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
     s.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
@@ -427,7 +464,13 @@ def parser() -> argparse.ArgumentParser:
         "detect, start-up, peak memory, scaling efficiency. Written to DIR/report.FORMAT; "
         "html is one self-contained page with the figures.",
     )
-    s.add_argument("dir", type=Path, metavar="DIR")
+    s.add_argument(
+        "dir",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="one or more campaigns' results (e.g. the same matrix via mpirun and via Slurm)",
+    )
     s.add_argument("--format", default="md", help="md (default), csv, json or html")
     s.add_argument(
         "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"

@@ -102,6 +102,12 @@ def checks() -> dict[str, Check]:
             f"apt-get install {' '.join(ompi.packages)}",
             lambda t: t.splitlines()[0],
         ),
+        "slurm": _tool(
+            "Slurm (--launcher slurm)",
+            ["sinfo", "-h", "-o", "%P %a %D nodes %T"],
+            "a site's Slurm client; here ci/provision starts a two-node test cluster",
+            lambda t: " / ".join(t.splitlines()),
+        ),
     }
 
 

@@ -42,8 +42,10 @@ def _pct(x: float | None) -> str:
 
 
 def _title(k: Key) -> str:
-    return f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)" + (
-        "" if k.data == "synthetic" else f" · {k.data} data"
+    return (
+        f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
+        + ("" if k.data == "synthetic" else f" · {k.data} data")
+        + ("" if k.launcher == "local" else f" · via {k.launcher}")
     )
 
 
@@ -321,9 +323,11 @@ def render(a: Analysis, fmt: str) -> str:
     return _html(a)
 
 
-def write(out_dir: Path, fmt: str, confidence: float, allow_mismatch: bool) -> tuple[Path, str]:
-    """Render the report of a results directory and file it there as report.FMT."""
-    text = render(analysis.analyse(out_dir, confidence, allow_mismatch), fmt)
-    path = out_dir / f"report.{fmt}"
+def write(
+    out_dirs: list[Path], fmt: str, confidence: float, allow_mismatch: bool
+) -> tuple[Path, str]:
+    """Render the report of results directories, filed in the first as report.FMT."""
+    text = render(analysis.analyse(out_dirs, confidence, allow_mismatch), fmt)
+    path = out_dirs[0] / f"report.{fmt}"
     path.write_text(text)
     return path, text

@@ -5,6 +5,7 @@ These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 `kit doctor`'s table as the reason, when something is missing.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -12,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from kit import recipes
+
 IMAGE = "pytorch-mpich"
 RUNTIMES = "native,docker,singularity,charliecloud"
+HOROVOD_TAG = recipes.load("horovod-mpich").tag("cpu")
+CAFFE2_TAG = recipes.load("caffe2-mpich").tag("cpu")
 
 
 def kit(
@@ -47,3 +52,29 @@ def built(ready) -> dict:
         "build_s": t1 - t0,
         "convert_s": t2 - t1,
     }
+
+
+@pytest.fixture(scope="session")
+def horovod(ready) -> dict:
+    """Build horovod-mpich (Horovod compiled in the builder stage); its manifest."""
+    out = kit("build", "horovod-mpich", timeout=3600).stdout
+    path = next(line.split()[-1] for line in out.splitlines() if line.startswith("manifest "))
+    return json.loads(open(path).read())
+
+
+@pytest.fixture(scope="session")
+def caffe2(ready) -> None:
+    kit("build", "caffe2-mpich", timeout=3600)
+
+
+def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.CompletedProcess:
+    """Run in the image as the invoking user, with the same settings kit's docker runtime uses."""
+    user = f"{os.getuid()}:{os.getgid()}"
+    mount = ["-v", volume] if volume else []
+    settings = ["--user", user, "--ipc=host", "--network=host", "-e", "HOME=/tmp", *mount]
+    return subprocess.run(
+        ["docker", "run", "--rm", *settings, tag, *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )

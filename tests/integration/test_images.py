@@ -1,18 +1,15 @@
 """The framework images: a full Horovod build, its check and a 2-rank allreduce in it."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import kit
+from .conftest import CAFFE2_TAG, HOROVOD_TAG, in_image
 
 pytestmark = pytest.mark.integration
 
-HOROVOD = "horovod-mpich"
-HOROVOD_TAG = "kit/horovod-mpich:1.0.0-cpu"
 
 # One framework per process, as in real jobs: two Horovod instances (TF's and PyTorch's)
 # in one process call MPI from two background threads, which MPICH's UCX layer does not
@@ -24,27 +21,6 @@ ALLREDUCE = {
     "x = float(hvd.allreduce(tf.constant([hvd.rank() + 1.0]), op=hvd.Sum)[0])",
 }
 REPORT = "; print('RESULT', hvd.rank(), hvd.size(), hvd.mpi_enabled(), x)"
-
-
-def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.CompletedProcess:
-    """Run in the image as the invoking user, with the same settings kit's docker runtime uses."""
-    user = f"{os.getuid()}:{os.getgid()}"
-    mount = ["-v", volume] if volume else []
-    settings = ["--user", user, "--ipc=host", "--network=host", "-e", "HOME=/tmp", *mount]
-    return subprocess.run(
-        ["docker", "run", "--rm", *settings, tag, *argv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="module")
-def horovod(ready) -> dict:
-    """Build horovod-mpich (Horovod compiled in the builder stage); its manifest."""
-    out = kit("build", HOROVOD, timeout=3600).stdout
-    path = next(line.split()[-1] for line in out.splitlines() if line.startswith("manifest "))
-    return json.loads(open(path).read())
 
 
 def test_horovod_check_build_lists_both_frameworks_and_mpi(horovod):
@@ -76,8 +52,6 @@ def test_builder_stage_stays_out_of_the_image(horovod):
     assert horovod["labels"]["kit.mpi.flavour"] == "mpich"
 
 
-CAFFE2_TAG = "kit/caffe2-mpich:1.0.0-cpu"
-
 READ_EVENTS = """
 import sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -85,11 +59,6 @@ acc = EventAccumulator(sys.argv[1]).Reload()
 print("TAGS", sorted(acc.Tags()["scalars"]), "GRAPH", acc.Tags()["graph"])
 print("LOSS", len(acc.Scalars("loss")), acc.Scalars("loss")[-1].value)
 """
-
-
-@pytest.fixture(scope="module")
-def caffe2(ready) -> None:
-    kit("build", "caffe2-mpich", timeout=3600)
 
 
 def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_path):

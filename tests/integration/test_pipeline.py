@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from kit import recipes
+
 from .conftest import IMAGE, RUNTIMES, kit
 
 pytestmark = pytest.mark.integration
 
-TAG = "kit/pytorch-mpich:1.1.0-cpu"
+RECIPE = recipes.load(IMAGE)
+TAG = RECIPE.tag("cpu")
 LEFTOVER = ("squashfuse", "mpirun", "hydra_pmi_proxy", "ch-run", "torch_cnn", "starter")
 
 
@@ -69,7 +72,7 @@ def records(out: Path) -> list[dict]:
 def test_image_records_what_it_contains(built):
     labels = json.loads(docker("image", "inspect", TAG))[0]["Config"]["Labels"]
     assert labels["kit.mpi.flavour"] == "mpich"
-    assert labels["kit.recipe.version"] == "1.1.0"
+    assert labels["kit.recipe.version"] == RECIPE.version
     manifest = json.loads((built["dir"] / "manifest.json").read_text())
     for apt in ("python3-torch=1.13.1+dfsg-4", "python3-torchvision=0.14.1-2", "mpich=4.0.2-3+b1"):
         assert apt in manifest["apt"] and apt in labels["kit.apt-packages"].split()

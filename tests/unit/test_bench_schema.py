@@ -1,9 +1,7 @@
 """The kit.bench/2 record schema the benchmarks share (benchmarks/kitbench.py)."""
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import kitbench
 
 TRAIN = {

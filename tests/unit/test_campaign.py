@@ -60,17 +60,16 @@ def test_configs_product_and_mpi_sweep_takes_ranks_only():
     ]
 
 
-def test_program_argv_per_benchmark(monkeypatch):
-    monkeypatch.setattr(campaign.time, "time", lambda: 100.0)
+def test_program_argv_per_benchmark():
     opts = campaign.Options(steps=10, warmup_steps=2, bench_args=["--precision=bf16"])
     real = campaign.Config("torch-hvd", "resnet50", 16, 2, "real")
-    assert campaign.program("py", "/b", real, opts, "/mnt") == [
+    assert campaign.program("py", "/b", real, opts, "/mnt", "100.000000") == [
         "py", "/b/torch_cnn.py", "--dist", "horovod", "--model", "resnet50",
         "--batch-size", "16", "--steps", "10", "--warmup", "2", "--data", "real",
         "--data-dir", "/mnt", "--precision=bf16", "--launch-time", "100.000000",
     ]  # fmt: skip
     sweep = campaign.Config("mpi", "-", 0, 2)
-    assert campaign.program("py", "/b", sweep, campaign.Options(), "") == [
+    assert campaign.program("py", "/b", sweep, campaign.Options(), "", "100.000000") == [
         "py", "/b/mpi_bench.py", "--launch-time", "100.000000",
     ]  # fmt: skip
 

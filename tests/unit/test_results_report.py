@@ -50,7 +50,7 @@ def test_append_load_and_cut_off_line(tmp_path, capsys):
 
 
 def md(out_dir, **kw):
-    return report.markdown(analysis.analyse(out_dir, **kw))
+    return report.markdown(analysis.analyse([out_dir], **kw))
 
 
 def rows_of(text):
@@ -108,7 +108,7 @@ def test_scaling_efficiency_against_one_rank(tmp_path):
     for rate in (100, 101, 99, 100, 102, 98):
         results.append(tmp_path, record("native", rate, ranks=1))
         results.append(tmp_path, record("native", rate * 1.6, ranks=2))
-    a = analysis.analyse(tmp_path)
+    a = analysis.analyse([tmp_path])
     (s,) = a.scaling
     assert (s.key.ranks, s.runtime) == (2, "native")
     assert s.efficiency.value == pytest.approx(0.8)
@@ -120,7 +120,7 @@ def test_every_format_renders_the_same_analysis(tmp_path):
         results.append(tmp_path, record("native", rate, batch_size=16, index=i))
         results.append(tmp_path, record("docker", rate * 0.9, batch_size=16, index=10 + i))
         results.append(tmp_path, record("docker", rate * 1.8, batch_size=32, index=20 + i))
-    a = analysis.analyse(tmp_path)
+    a = analysis.analyse([tmp_path])
     rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
     assert [(r["runtime"], r["batch_size"]) for r in rows] == [
         ("native", "16"),
@@ -144,7 +144,7 @@ def test_every_format_renders_the_same_analysis(tmp_path):
 
 def test_report_of_empty_dir_is_a_clear_error(tmp_path):
     with pytest.raises(KitError, match="no trial records"):
-        analysis.analyse(tmp_path)
+        analysis.analyse([tmp_path])
 
 
 def test_io_overhead_from_real_and_synthetic_data(tmp_path):
@@ -153,7 +153,7 @@ def test_io_overhead_from_real_and_synthetic_data(tmp_path):
             r = record("native", rate * scale, index=i)
             r["result"]["data"] = data
             results.append(tmp_path, r)
-    a = analysis.analyse(tmp_path)
+    a = analysis.analyse([tmp_path])
     (x,) = a.io
     assert (x.key.data, x.runtime) == ("real", "native")
     assert x.overhead.value == pytest.approx(0.25)
@@ -191,7 +191,7 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
         results.append(tmp_path, mpi_record("native", 1, ranks=1))
         results.append(tmp_path, record("native", 1000.0 + i))
     results.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
-    a = analysis.analyse(tmp_path)
+    a = analysis.analyse([tmp_path])
     assert [(s.runtime, s.ranks, s.n) for s in a.mpi] == [
         ("native", 1, 6), ("native", 2, 6), ("singularity", 2, 6),
     ]  # fmt: skip
@@ -217,3 +217,16 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
     ):
         assert f'id="{slug}"' in page
     assert 'id="mpi-p2p-pytorch-mpich-np1"' not in page
+
+
+def test_local_and_slurm_campaigns_side_by_side(tmp_path):
+    local, batch = tmp_path / "local", tmp_path / "slurm"
+    for i in range(6):
+        results.append(local, record("native", 1000.0 + i))
+        results.append(batch, record("native", 990.0 + i, launcher="slurm"))
+    a = analysis.analyse([local, batch])
+    assert [g.key.launcher for g in a.groups] == ["local", "slurm"]
+    text = report.markdown(a)
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · via slurm\n" in text
+    assert text.startswith(f"# kit report: {local}, {batch}\n")

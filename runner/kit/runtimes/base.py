@@ -84,6 +84,18 @@ class Runtime:
         """The command that starts one rank of the job in this runtime."""
         raise NotImplementedError
 
+    def slurm_directives(self, prep: Prepared, site) -> list[str]:
+        """#SBATCH options this runtime needs (Shifter's image, NERSC form)."""
+        return []
+
+    def slurm_exec(self, prep: Prepared, job: Job, site) -> list[str]:
+        """One rank inside a Slurm job (by default as under a local mpirun)."""
+        return self.exec_argv(prep, job)
+
+    def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
+        """The job step: the launcher (srun --mpi=..., or mpirun -np N) starts each rank."""
+        return [*launcher, *self.slurm_exec(prep, job, site)]
+
     def data_path(self, host_path: str) -> str:
         """Where a host folder in Job.binds appears to the program (the same path,
         unless the runtime can only mount onto folders the image already has)."""

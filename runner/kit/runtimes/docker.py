@@ -10,6 +10,7 @@ import os
 import subprocess
 
 from .. import engine
+from ..errors import KitError
 from ..recipes import Recipe
 from . import base
 from .base import Job, Prepared, Runtime
@@ -58,6 +59,16 @@ class Docker(Runtime):
                 argv += ["-e", k]
         inside = dataclasses.replace(job, mpirun="mpirun")  # the image's own flavour
         return [*argv, *job.extra, prep.ref, *base.mpirun(inside), *job.program]
+
+    def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
+        """One task that runs the container, whose own mpirun starts the ranks inside."""
+        if not site.allow_docker:
+            raise KitError(
+                "runtime 'docker' under Slurm needs a Docker engine on the compute nodes, "
+                "which most sites do not allow; use singularity or charliecloud, or set "
+                "allow_docker = true in --slurm-config"
+            )
+        return ["srun", "--ntasks=1", *self.command(prep, job)]
 
     def launcher(self, ranks: int) -> str:
         return "mpirun in container" if ranks > 1 else "plain"

@@ -16,6 +16,10 @@ class Native(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         python = native_env.ensure(recipe)
+        # the image's own environment (e.g. TORCH_USE_RTLD_GLOBAL for Horovod's torch
+        # extension) applies natively too: same software, same settings
+        self.env = dict(recipe.env)
+        self.settings = tuple(f"{k}={v} (the image's environment)" for k, v in recipe.env)
         return Prepared(
             str(python),
             native_env.fingerprint(recipe),

@@ -27,6 +27,27 @@ class Shifter(Runtime):
         tag = recipe.tag(variant)
         return base.in_image(tag, engine.image_id(tag))
 
+    def slurm_directives(self, prep: Prepared, site) -> list[str]:
+        """NERSC: the job names its image; Slurm's Shifter plugin sets it up on each node."""
+        return [f"--image=docker:{prep.ref}"] if site.shifter == "nersc" else []
+
+    def slurm_exec(self, prep: Prepared, job: Job, site) -> list[str]:
+        if site.shifter == "nersc":  # the image comes from #SBATCH --image
+            volumes = [f"--volume={path}:{path}" for path in job.binds]
+            return [self.tool, *volumes, *job.extra, *job.program]
+        # CSCS: an image loaded with `shifter load image.tar TAG`, and the site's MPI
+        # swapped in for the image's (ABI-compatible MPICH) by --mpi
+        mounts = [f"--mount=type=bind,source={p},destination={p}" for p in job.binds]
+        return [
+            self.tool,
+            "run",
+            "--mpi",
+            *mounts,
+            *job.extra,
+            f"load/library/{prep.ref}",
+            *job.program,
+        ]
+
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--volume={path}:{path}" for path in job.binds]
         return [self.tool, f"--image=docker:{prep.ref}", *binds, *job.extra, "--", *job.program]

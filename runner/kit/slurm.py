@@ -1,0 +1,143 @@
+"""Slurm: each trial as one batch job, from the same runtime adapters as local runs.
+
+A trial becomes a self-contained sbatch script (allocation, the site's set-up
+lines, the runtime's environment, one job step). `kit run --launcher slurm`
+submits it with `sbatch --wait` and reads the benchmark's record from the job's
+output file; `--emit DIR` only writes the scripts, for sites where kit cannot
+submit. Ranks are started the way the MPI flavour supports under Slurm: MPICH
+by `srun --mpi=pmi2` (PMI-2, one task per rank), Open MPI by its own `mpirun`
+inside the allocation (Debian's Open MPI lacks Slurm's PMI support).
+"""
+
+import shlex
+import subprocess
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from . import trial
+from .errors import KitError
+from .runtimes import Job, Prepared, Runtime
+
+# The benchmark's --launch-time is the job's start, not the submission (queue time
+# is not start-up): the script sets it and the argv refers to it.
+LAUNCH_VAR = "KIT_LAUNCH_TIME"
+LAUNCH_ARG = "${" + LAUNCH_VAR + "}"
+SHIFTER_FORMS = ("nersc", "cscs")
+
+
+@dataclass(frozen=True)
+class Site:
+    """What a site adds to every job (from `--slurm-config FILE`, a TOML table [slurm])."""
+
+    partition: str = ""
+    account: str = ""
+    time: str = "00:30:00"
+    tasks_per_node: int = 0  # 0: every rank on one node
+    options: tuple[str, ...] = ()  # more #SBATCH options, e.g. "--constraint=gpu"
+    setup: tuple[str, ...] = ()  # shell lines before the step, e.g. "module load cray-mpich"
+    mpi: str = ""  # srun's --mpi plugin (default by flavour) or "mpirun"
+    allow_docker: bool = False  # only sites whose compute nodes run a Docker engine
+    shifter: str = "nersc"  # nersc: #SBATCH --image + `shifter`; cscs: `shifter run --mpi`
+
+
+def load_site(path: Path | None) -> Site:
+    if path is None:
+        return Site()
+    try:
+        table = tomllib.loads(path.read_text()).get("slurm", {})
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise KitError(f"--slurm-config {path}: {e}") from e
+    known = {f.name: f for f in fields(Site)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise KitError(
+            f"--slurm-config {path}: unknown key(s) {', '.join(unknown)} in [slurm]; "
+            f"known: {', '.join(known)}"
+        )
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+    site = Site(**values)
+    if site.shifter not in SHIFTER_FORMS:
+        raise KitError(
+            f"--slurm-config {path}: shifter = '{site.shifter}' must be one of "
+            f"{', '.join(SHIFTER_FORMS)}"
+        )
+    return site
+
+
+def launch(flavour: str, site: Site) -> str:
+    """How ranks start: an srun --mpi plugin name, or "mpirun"."""
+    return site.mpi or ("pmi2" if flavour == "mpich" else "mpirun")
+
+
+def directives(job: Job, site: Site, output: Path, rt: Runtime, prep: Prepared) -> list[str]:
+    per_node = site.tasks_per_node or job.ranks
+    out = [
+        f"--job-name={job.name}",
+        f"--nodes={-(-job.ranks // per_node)}",
+        f"--ntasks={job.ranks}",
+        f"--ntasks-per-node={min(per_node, job.ranks)}",
+        f"--time={site.time}",
+        f"--output={output}",
+    ]
+    out += [f"--partition={site.partition}"] if site.partition else []
+    out += [f"--account={site.account}"] if site.account else []
+    return out + list(site.options) + rt.slurm_directives(prep, site)
+
+
+def step(rt: Runtime, prep: Prepared, job: Job, site: Site, flavour: str) -> list[str]:
+    how = launch(flavour, site)
+    launcher = [job.mpirun, "-np", str(job.ranks)] if how == "mpirun" else ["srun", f"--mpi={how}"]
+    return rt.slurm_step(prep, job, site, launcher)
+
+
+def script(
+    rt: Runtime,
+    prep: Prepared,
+    job: Job,
+    site: Site,
+    flavour: str,
+    output: Path,
+    title: str,
+) -> str:
+    """The whole sbatch script for one trial; readable, and runnable without kit."""
+    lines = ["#!/bin/bash", f"# {title}"]
+    lines += [f"#SBATCH {d}" for d in directives(job, site, output, rt, prep)]
+    lines += ["set -euo pipefail", *site.setup]
+    env = {**rt.env, "KIT_TRIAL": job.name}
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    lines += [
+        f"export {LAUNCH_VAR}=$(date +%s.%N)",
+        'echo "kit-slurm: job ${SLURM_JOB_ID} nodes ${SLURM_JOB_NODELIST}" >&2',
+        _shell(step(rt, prep, job, site, flavour)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _shell(argv: list[str]) -> str:
+    return " ".join(f'"{a}"' if a == LAUNCH_ARG else shlex.quote(a) for a in argv)
+
+
+def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: str):
+    """Submit one trial's script, wait for the job, and read its record from its output."""
+    outcome = trial.run(
+        ["sbatch", "--wait", "--parsable", str(path)],
+        env,
+        timeout,
+        name,
+        lambda: subprocess.run(["scancel", f"--name={name}"], capture_output=True),
+    )
+    text = output.read_text(errors="replace") if output.is_file() else ""
+    result = trial.parse_result(text)
+    status = outcome.status
+    if status in ("ok", "failed"):
+        status = "ok" if outcome.exit_code == 0 and result is not None else "failed"
+    job_id, nodes = "", ""
+    for line in text.splitlines():
+        if line.startswith("kit-slurm: job "):
+            _, _, job_id, _, nodes = line.split(maxsplit=4)
+    tail = "\n".join((outcome.output_tail + "\n" + text).strip().splitlines()[-20:])
+    return (
+        trial.Outcome(status, outcome.exit_code, outcome.wall_s, result, tail),
+        {"job_id": job_id, "nodes": nodes, "script": str(path)},
+    )

@@ -1,0 +1,171 @@
+"""Every benchmark entry point through `kit run`, natively and in its image, 1 and 2 ranks.
+
+Records must validate against kit.bench/2 (benchmarks/kitbench.py); the MPI
+sweep must be sane; real data must reach every container runtime through its
+bind; accuracy mode must learn and write TensorBoard events that TensorBoard
+reads; a batch that cannot fit must come back as an "oom" result.
+"""
+
+import json
+from pathlib import Path
+
+import kitbench
+import pytest
+
+from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit
+
+pytestmark = pytest.mark.integration
+
+
+def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) -> list[dict]:
+    kit(
+        *("run", image, "--runtime", runtimes, "--bench", benches, "--np", "1,2"),
+        *("--repeats", "1", "--warmup-trials", "0", "--steps", "6", "--warmup-steps", "1"),
+        *("--timeout", "600", "--out", str(out), *extra),
+        timeout=5400,
+    )
+    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] = ("synthetic",)):
+    """Every (runtime, bench, ranks, data) ran, finished ok, and its record validates."""
+    want = {
+        (rt, b, n, d if b != "mpi" else "synthetic")
+        for rt in runtimes.split(",")
+        for b in benches.split(",")
+        for n in (1, 2)
+        for d in data
+    }
+    assert {(r["runtime"], r["bench"], r["ranks"], r["data"]) for r in recs} == want
+    for r in recs:
+        assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
+        assert kitbench.validate(r["result"]) == [], (r["runtime"], r["bench"])
+        assert r["result"]["ranks"] == r["ranks"]
+        if r["bench"] == "mpi":
+            check_sweep(r["result"])
+        else:
+            assert r["result"]["data"] == r["data"]
+            assert len(r["result"]["images_per_sec_per_rank"]) == r["ranks"]
+
+
+def check_sweep(res: dict) -> None:
+    """Latency grows with message size and bandwidth is positive (ping-pong with 2 ranks)."""
+    red = res["allreduce"]
+    assert red[0]["bytes"] == 4 and red[-1]["bytes"] == 4 << 20
+    assert red[-1]["latency_us"] > red[0]["latency_us"] > 0
+    if res["ranks"] == 1:
+        assert res["p2p"] == []
+        return
+    p2p = res["p2p"]
+    assert p2p[-1]["latency_us"] > 10 * p2p[0]["latency_us"] > 0
+    assert all(row["bandwidth_mb_s"] > 0 for row in p2p)
+    assert p2p[-1]["bandwidth_mb_s"] > p2p[0]["bandwidth_mb_s"]
+
+
+def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, tmp_path):
+    """torch-cnn (synthetic and real JPEGs, bound into each container) and the MPI sweep;
+    the report shows I/O overhead and the MPI table."""
+    out = tmp_path / "run"
+    data = tmp_path / "data"
+    recs = campaign(
+        "pytorch-mpich",
+        RUNTIMES,
+        "torch-cnn,mpi",
+        out,
+        *("--data", "synthetic,real", "--data-dir", str(data)),
+    )
+    check(recs, RUNTIMES, "torch-cnn,mpi", ("synthetic", "real"))
+    assert len(list(data.rglob("*.jpg"))) == 512  # made once, by the first real trial
+    text = kit("report", str(out)).stdout
+    assert "## I/O overhead" in text and "## MPI point-to-point and allreduce" in text
+    for rt in RUNTIMES.split(","):
+        assert f"| pytorch-mpich | 2 | {rt} | 1 | 4 |" in text
+
+
+def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
+    """tf-cnn (Keras + Horovod) and torch-hvd natively (Horovod compiled on the host from
+    the same pins) and in Docker; weights agree across ranks after training."""
+    benches = "tf-cnn,torch-hvd,mpi"
+    recs = campaign("horovod-mpich", "native,docker", benches, tmp_path / "run")
+    check(recs, "native,docker", benches)
+    tf = [r["result"] for r in recs if r["bench"] == "tf-cnn"]
+    assert all(r["weights_in_sync"] and r["dist"] == "horovod" for r in tf)
+    assert {r["result"]["dist"] for r in recs if r["bench"] == "torch-hvd"} == {"horovod"}
+
+
+def test_caffe2_entry_points_in_the_image(caffe2, tmp_path):
+    """Caffe2 runs in its image only: its wheel needs Python 3.9 (Debian bullseye), so
+    the native runtime on this bookworm host cannot have the same software."""
+    recs = campaign("caffe2-mpich", "docker", "caffe2-cnn,mpi", tmp_path / "run")
+    check(recs, "docker", "caffe2-cnn,mpi")
+    assert all(r["result"]["weights_in_sync"] for r in recs if r["bench"] == "caffe2-cnn")
+
+
+# TensorBoard's own reader; tf.summary (TF2) files hold tensors, tensorboardX's scalars.
+READ_EVENTS = """
+import json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util import tensor_util
+acc = EventAccumulator(sys.argv[1]).Reload()
+tags = acc.Tags()
+if "accuracy" in tags["scalars"]:
+    names, values = tags["scalars"], [s.value for s in acc.Scalars("accuracy")]
+else:
+    names = tags["tensors"]
+    values = [float(tensor_util.make_ndarray(t.tensor_proto)) for t in acc.Tensors("accuracy")]
+print(json.dumps({"tags": sorted(names), "accuracy": values}))
+"""
+
+
+@pytest.mark.parametrize(
+    "image,script,ranks",
+    [
+        ("pytorch-mpich", "torch_cnn.py", 1),
+        ("pytorch-mpich", "torch_cnn.py", 2),
+        ("horovod-mpich", "tf_cnn.py", 2),
+        ("caffe2-mpich", "caffe2_cnn.py", 2),
+    ],
+)
+def test_accuracy_mode_learns_and_tensorboard_reads_it(
+    built, horovod, caffe2, tmp_path, image, script, ranks
+):
+    """The learnable problem, trained 150 steps: loss and accuracy as TensorBoard events
+    (read back by TensorBoard itself, from the Horovod image), final accuracy high."""
+    from kit import recipes
+
+    logs = tmp_path / "events"
+    logs.mkdir()
+    logs.chmod(0o777)
+    run = in_image(
+        recipes.load(image).tag("cpu"),
+        *("mpirun", "-np", str(ranks), "python", f"/opt/kit/benchmarks/{script}"),
+        *("--task", "accuracy", "--steps", "150", "--warmup", "0", "--logdir", "/events"),
+        volume=f"{logs}:/events",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rec = json.loads(run.stdout.strip().splitlines()[-1])
+    assert kitbench.validate(rec) == [] and rec["task"] == "accuracy"
+    assert sum(rec["accuracy"][-10:]) / 10 > 0.8, rec["accuracy"]
+    read = in_image(HOROVOD_TAG, "python", "-c", READ_EVENTS, "/events", volume=f"{logs}:/events")
+    assert read.returncode == 0, read.stderr[-3000:]
+    events = json.loads(read.stdout.strip().splitlines()[-1])
+    assert events["tags"] == ["accuracy", "images_per_sec", "loss"]
+    assert len(events["accuracy"]) == 150 and sum(events["accuracy"][-10:]) / 10 > 0.8
+
+
+def test_a_batch_that_does_not_fit_is_an_oom_result(built, tmp_path):
+    """resnet50 at batch 256 under a 2 GB data limit: recorded as oom, listed in the report."""
+    out = tmp_path / "run"
+    kit(
+        *("run", "pytorch-mpich", "--runtime", "docker", "--model", "resnet50"),
+        *("--batch-size", "256", "--np", "1", "--repeats", "1", "--warmup-trials", "0"),
+        *("--steps", "1", "--warmup-steps", "0", "--out", str(out)),
+        *("--runtime-arg", "docker:--ulimit=data=2000000000"),
+    )
+    (rec,) = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert rec["status"] == "oom", rec["output_tail"]
+    assert rec["result"]["status"] == "oom" and kitbench.validate(rec["result"]) == []
+    assert (
+        "| pytorch-mpich | torch-cnn | resnet50 | 256 | 1 | docker | 1 |"
+        in kit("report", str(out)).stdout
+    )

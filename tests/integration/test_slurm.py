@@ -1,0 +1,81 @@
+"""Trials as Slurm batch jobs on the local two-node cluster (ci/provision starts it)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import kitbench
+import pytest
+
+from .conftest import kit
+
+pytestmark = pytest.mark.integration
+
+RUNTIMES = "native,singularity,charliecloud"
+SITE = '[slurm]\ntasks_per_node = 1\ntime = "00:15:00"\n'  # two ranks: one on each node
+
+
+def matrix(out, *extra: str) -> list[str]:
+    return [
+        *("run", "pytorch-mpich", "--runtime", RUNTIMES, "--bench", "torch-cnn,mpi"),
+        *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
+        *("--out", str(out), *extra),
+    ]
+
+
+@pytest.fixture(scope="module")
+def cluster(ready) -> None:
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
+    if "kit-n1 idle" not in nodes.stdout or "kit-n2 idle" not in nodes.stdout:
+        pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")
+
+
+def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(SITE)
+    batch, local = tmp_path / "slurm", tmp_path / "local"
+    kit(*matrix(batch, "--launcher", "slurm", "--slurm-config", str(site)), timeout=3600)
+    recs = [json.loads(line) for line in (batch / "trials.jsonl").read_text().splitlines()]
+    assert {(r["runtime"], r["bench"]) for r in recs} == {
+        (rt, b) for rt in RUNTIMES.split(",") for b in ("torch-cnn", "mpi")
+    }
+    for r in recs:
+        assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
+        assert kitbench.validate(r["result"]) == []
+        assert r["launcher"] == "slurm" and r["slurm"]["job_id"].isdigit()
+        assert r["slurm"]["nodes"] == "kit-n[1-2]"  # one rank on each node
+        assert r["result"]["ranks"] == 2
+    assert len({r["slurm"]["job_id"] for r in recs}) == len(recs)
+    script = (batch / "slurm" / f"kit-{recs[0]['campaign']}-0.sbatch").read_text()
+    assert "#SBATCH --nodes=2\n" in script and "srun --mpi=pmi2 " in script
+
+    again = kit(*matrix(batch, "--launcher", "slurm", "--slurm-config", str(site), "--resume"))
+    assert "0 of 6 trials to run" in again.stderr  # resume across jobs: nothing lost or redone
+
+    kit(*matrix(local))
+    text = kit("report", str(local), str(batch)).stdout
+    for rt in RUNTIMES.split(","):
+        assert text.count(f"| {rt} | 1 |") == 2  # once per launcher
+    assert "· 2 rank(s) · via slurm\n" in text and "· 2 rank(s)\n" in text
+
+
+def test_emitted_script_runs_without_kit(built, cluster, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(SITE)
+    emitted = tmp_path / "scripts"
+    out = kit(
+        *matrix(tmp_path / "unused", "--launcher", "slurm", "--slurm-config", str(site)),
+        *("--emit", str(emitted)),
+    )
+    paths = [Path(p) for p in out.stdout.split()]
+    assert len(paths) == 6 and not (tmp_path / "unused" / "trials.jsonl").exists()
+    singularity_mpi = next(
+        p for p in paths if "apptainer exec" in p.read_text() and "mpi_bench.py" in p.read_text()
+    )
+    run = subprocess.run(
+        ["sbatch", "--wait", str(singularity_mpi)], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr
+    output = singularity_mpi.with_suffix(".out").read_text()
+    rec = json.loads(next(line for line in output.splitlines() if line.startswith("{")))
+    assert kitbench.validate(rec) == [] and rec["ranks"] == 2 and rec["image"] == "pytorch-mpich"

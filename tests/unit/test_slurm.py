@@ -1,0 +1,113 @@
+"""Slurm batch scripts: exact text per runtime and Shifter form, and the site settings."""
+
+from pathlib import Path
+
+import pytest
+
+from kit import engine, runtimes, slurm
+from kit.errors import KitError
+from kit.runtimes import Job, Prepared
+
+PROG = [
+    "/opt/kit/venv/bin/python",
+    "/opt/kit/benchmarks/mpi_bench.py",
+    "--launch-time",
+    slurm.LAUNCH_ARG,
+]
+OUT = Path("/r/slurm/kit-c-1.out")
+JOB = Job(PROG, 2, "mpirun.mpich", "kit-c-1")
+HEAD = """\
+#!/bin/bash
+# trial
+#SBATCH --job-name=kit-c-1
+#SBATCH --nodes=1
+#SBATCH --ntasks=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=00:30:00
+#SBATCH --output=/r/slurm/kit-c-1.out
+"""
+TAIL = """\
+export KIT_LAUNCH_TIME=$(date +%s.%N)
+echo "kit-slurm: job ${SLURM_JOB_ID} nodes ${SLURM_JOB_NODELIST}" >&2
+"""
+STEP_ARGS = (
+    '/opt/kit/venv/bin/python /opt/kit/benchmarks/mpi_bench.py --launch-time "${KIT_LAUNCH_TIME}"\n'
+)
+
+
+DEFAULT = slurm.Site()
+
+
+def script(runtime: str, ref: str, site=DEFAULT, flavour="mpich", job=JOB) -> str:
+    prep = Prepared(ref, "sha256:0", PROG[0], "/opt/kit/benchmarks")
+    return slurm.script(runtimes.get(runtime), prep, job, site, flavour, OUT, "trial")
+
+
+def test_apptainer_hybrid_under_srun_pmi2():
+    assert script("singularity", "/c/image.sif") == (
+        HEAD
+        + "set -euo pipefail\nexport UCX_POSIX_USE_PROC_LINK=n\nexport KIT_TRIAL=kit-c-1\n"
+        + TAIL
+        + "srun --mpi=pmi2 apptainer exec /c/image.sif "
+        + STEP_ARGS
+    )
+
+
+def test_shifter_nersc_form():
+    """NERSC: the image is a job option (Slurm's Shifter plugin), `srun shifter COMMAND`."""
+    assert script("shifter", "kit/pytorch-mpich:1.2.0-cpu") == (
+        HEAD.replace(
+            "kit-c-1.out\n", "kit-c-1.out\n#SBATCH --image=docker:kit/pytorch-mpich:1.2.0-cpu\n"
+        )
+        + "set -euo pipefail\nexport KIT_TRIAL=kit-c-1\n"
+        + TAIL
+        + "srun --mpi=pmi2 shifter "
+        + STEP_ARGS
+    )
+
+
+def test_shifter_cscs_form():
+    """CSCS: an image loaded with `shifter load`, run with the site's MPI swapped in."""
+    site = slurm.Site(shifter="cscs", partition="normal", options=("--constraint=gpu",),
+                      setup=("module load daint-gpu", "module load shifter-ng"))  # fmt: skip
+    job = Job(PROG, 2, "mpirun.mpich", "kit-c-1", [], ("/scratch/data",))
+    assert script("shifter", "kit/pytorch-mpich:1.2.0-cpu", site, job=job) == (
+        HEAD
+        + "#SBATCH --partition=normal\n#SBATCH --constraint=gpu\n"
+        + "set -euo pipefail\nmodule load daint-gpu\nmodule load shifter-ng\n"
+        + "export KIT_TRIAL=kit-c-1\n"
+        + TAIL
+        + "srun --mpi=pmi2 shifter run --mpi "
+        + "--mount=type=bind,source=/scratch/data,destination=/scratch/data "
+        + "load/library/kit/pytorch-mpich:1.2.0-cpu "
+        + STEP_ARGS
+    )  # fmt: skip
+
+
+def test_open_mpi_starts_ranks_with_its_mpirun_inside_the_allocation():
+    job = Job(PROG, 4, "mpirun.openmpi", "kit-c-1")
+    text = script("charliecloud", "/c/image.sqfs", slurm.Site(tasks_per_node=2), "openmpi", job)
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks=4\n#SBATCH --ntasks-per-node=2\n" in text
+    assert text.endswith("mpirun.openmpi -np 4 ch-run /c/image.sqfs -- " + STEP_ARGS)
+
+
+def test_docker_only_where_the_site_allows_it():
+    with pytest.raises(KitError, match="allow_docker = true"):
+        script("docker", "kit/x:1")
+    text = script("docker", "kit/x:1", slurm.Site(allow_docker=True))
+    assert f"srun --ntasks=1 {engine.docker()} run --rm --init --name kit-c-1 " in text
+    assert " kit/x:1 mpirun -np 2 /opt/kit/venv/bin/python " in text
+
+
+def test_site_config(tmp_path):
+    f = tmp_path / "site.toml"
+    f.write_text('[slurm]\npartition = "debug"\noptions = ["--exclusive"]\ntasks_per_node = 1\n')
+    assert slurm.load_site(f) == slurm.Site(
+        partition="debug", options=("--exclusive",), tasks_per_node=1
+    )
+    f.write_text('[slurm]\nqueue = "debug"\n')
+    with pytest.raises(KitError, match=r"unknown key.*queue.*known: partition"):
+        slurm.load_site(f)
+    f.write_text('[slurm]\nshifter = "olcf"\n')
+    with pytest.raises(KitError, match="shifter = 'olcf' must be one of nersc, cscs"):
+        slurm.load_site(f)
