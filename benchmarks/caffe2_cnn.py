@@ -213,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
-        kitbench.oom_exit("caffe2-cnn", "caffe2", torch.__version__, mpi, a, rank, size, exc)
+        kitbench.oom_exit(
+            "caffe2-cnn", "caffe2", torch.__version__, mpi, a, rank, size, threads, exc
+        )
     if writer:
         writer.close()
     mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)

@@ -217,7 +217,9 @@ def is_oom(exc: BaseException) -> bool:
     return any(s in text for s in ("out of memory", "can't allocate memory", "bad_alloc"))
 
 
-def oom_exit(bench: str, framework: str, version: str, mpi: str, a, rank: int, size: int, exc):
+def oom_exit(
+    bench: str, framework: str, version: str, mpi: str, a, rank: int, size: int, threads: int, exc
+):
     """Report a configuration that did not fit as a result (status oom), then exit."""
     rec = {
         "schema": SCHEMA,
@@ -232,6 +234,7 @@ def oom_exit(bench: str, framework: str, version: str, mpi: str, a, rank: int, s
         "hosts": [socket.gethostname()],
         "startup_s": 0.0,
         **train_settings(a),
+        "threads_per_rank": threads,
         "images_per_sec": None,
         "images_per_sec_per_rank": [],
         "peak_rss_mb": [peak_rss_mb()],

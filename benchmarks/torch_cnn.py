@@ -252,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
-        kitbench.oom_exit("torch-cnn", "torch", torch.__version__, mpi, a, d.rank, d.size, exc)
+        kitbench.oom_exit(
+            "torch-cnn", "torch", torch.__version__, mpi, a, d.rank, d.size, threads, exc
+        )
     if writer:
         writer.close()
     mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)

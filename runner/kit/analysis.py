@@ -88,6 +88,7 @@ class MpiPoint:
 class MpiSweep:
     image: str
     ranks: int
+    launcher: str
     runtime: str
     n: int
     mpi: str
@@ -174,13 +175,13 @@ def analyse(
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    sweeps: dict[tuple[str, int], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
+        launcher = "slurm" if r.get("launcher") == "slurm" else "local"
         if "allreduce" in r["result"]:
-            sweeps[(r["image"], r["ranks"])][r["runtime"]].append(r)
+            sweeps[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
             continue
         data = r.get("data") or r["result"].get("data", "synthetic")
-        launcher = "slurm" if r.get("launcher") == "slurm" else "local"
         key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher)
         by_key[key][r["runtime"]].append(r)
 
@@ -253,8 +254,8 @@ def analyse(
         scaling=scaling,
         io=io,
         mpi=[
-            _sweep(image, ranks, rt, rs, confidence)
-            for (image, ranks), by_rt in sorted(sweeps.items())
+            _sweep(image, ranks, launcher, rt, rs, confidence)
+            for (image, ranks, launcher), by_rt in sorted(sweeps.items())
             for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
         ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
@@ -262,7 +263,9 @@ def analyse(
     )
 
 
-def _sweep(image: str, ranks: int, runtime: str, rs: list[dict], conf: float) -> MpiSweep:
+def _sweep(
+    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+) -> MpiSweep:
     """Per message size, medians over the trials that measured it."""
 
     def ci(rows: list[dict], field: str) -> stats.Interval:
@@ -285,4 +288,5 @@ def _sweep(image: str, ranks: int, runtime: str, rs: list[dict], conf: float) ->
         )
         for size in sorted(red)
     ]
-    return MpiSweep(image, ranks, runtime, len(rs), _mode([x["mpi_library"] for x in res]), points)
+    mpi = _mode([x["mpi_library"] for x in res])
+    return MpiSweep(image, ranks, launcher, runtime, len(rs), mpi, points)

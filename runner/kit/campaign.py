@@ -317,9 +317,9 @@ def write_script(
     """One trial's sbatch script in folder; its path and its job's output file."""
     folder.mkdir(parents=True, exist_ok=True)
     path, output = folder / f"{job.name}.sbatch", (folder / f"{job.name}.out").resolve()
+    what = c.bench if c.bench in SWEEPS else f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
     title = (
-        f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}, {c.bench} "
-        f"{c.model} bs={c.batch_size} {c.data}, {c.ranks} rank(s)"
+        f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}, {what}, {c.ranks} rank(s)"
     )
     text = slurm.script(rt, prep, job, site, recipe.mpi.flavour, output, title)
     path.write_text(text)

@@ -18,6 +18,7 @@ from .proc import stream
 from .recipes import Recipe
 
 HOST_PYTHON = "/usr/bin/python3"
+BUILD = 2  # how the venv is made; part of its fingerprint, so a change rebuilds it
 
 
 def host_versions(names: list[str]) -> dict[str, str | None]:
@@ -43,10 +44,27 @@ def mismatches(recipe: Recipe) -> list[str]:
 
 def fingerprint(recipe: Recipe) -> str:
     """Identity of the native environment, filed as its 'digest' in trial records."""
-    pins = "\n".join(
-        recipe.native_apt + recipe.pip_build + recipe.pip + recipe.pip_from_source
-    ) + repr(recipe.compile)
+    pins = (
+        "\n".join(recipe.native_apt + recipe.pip_build + recipe.pip + recipe.pip_from_source)
+        + repr(recipe.compile)
+        + f"build {BUILD}"
+    )
     return "native:" + hashlib.sha256(pins.encode()).hexdigest()[:16]
+
+
+def flavour_bin(recipe: Recipe, venv: Path) -> Path:
+    """A folder whose mpicc, mpicxx, mpiexec and mpirun are the flavour's own, first on
+    PATH while building: on a host with MPICH and Open MPI both, Horovod's CMake would
+    otherwise link whichever MPI the unsuffixed names point to (its ranks then each
+    see a world of one under the other flavour's launcher)."""
+    suffix = recipe.mpi.spec.mpicc.rsplit(".", 1)[1]  # mpicc.mpich -> mpich
+    folder = venv / "kit-mpi-bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in ("mpicc", "mpicxx", "mpiexec", "mpirun"):
+        target = shutil.which(f"{tool}.{suffix}")
+        if target and not (folder / tool).exists():
+            (folder / tool).symlink_to(target)
+    return folder
 
 
 def ensure(recipe: Recipe) -> Path:
@@ -71,6 +89,7 @@ def ensure(recipe: Recipe) -> Path:
     venv.parent.mkdir(parents=True, exist_ok=True)
     stream([HOST_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], "native venv")
     env = {**os.environ, "MPICC": recipe.mpi.spec.mpicc}
+    env["PATH"] = f"{flavour_bin(recipe, venv)}:{env.get('PATH', '')}"
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
     if recipe.compile:

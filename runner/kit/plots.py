@@ -189,13 +189,13 @@ def _mpi(a: Analysis) -> Iterator[Figure]:
     """Latency and bandwidth vs message size (log scales), per image and rank count."""
     by: dict[tuple, list[MpiSweep]] = defaultdict(list)
     for s in a.mpi:
-        by[(s.image, s.ranks)].append(s)
+        by[(s.image, s.ranks, s.launcher)].append(s)
     panels = (
         ("p2p", "ping-pong latency (µs)", lambda p: p.p2p_latency_us),
         ("bw", "ping-pong bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
         ("allreduce", "allreduce time (µs)", lambda p: p.allreduce_us),
     )
-    for (image, ranks), sweeps in by.items():
+    for (image, ranks, launcher), sweeps in by.items():
         for tag, ylabel, field in panels:
             if all(field(p) is None for s in sweeps for p in s.points):
                 continue
@@ -217,8 +217,9 @@ def _mpi(a: Analysis) -> Iterator[Figure]:
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
 
-            slug = f"mpi-{tag}-{image}-np{ranks}"
-            name = f"{image} mpi4py, {ranks} ranks"
+            via = "" if launcher == "local" else f"-{launcher}"
+            slug = f"mpi-{tag}-{image}-np{ranks}{via}"
+            name = f"{image} mpi4py, {ranks} ranks" + (f" via {launcher}" if via else "")
             yield Figure(
                 slug,
                 f"MPI {ylabel} vs message size: {name}",

@@ -138,6 +138,7 @@ def _io_rows(a: Analysis) -> list[list[str]]:
 MPI_COLUMNS = [
     "image",
     "ranks",
+    "launcher",
     "runtime",
     "n",
     "bytes",
@@ -154,6 +155,7 @@ def _mpi_rows(a: Analysis) -> list[list[str]]:
         [
             s.image,
             str(s.ranks),
+            s.launcher,
             s.runtime,
             str(s.n),
             str(p.bytes),

@@ -206,7 +206,9 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
     assert a.not_ok == [] and len(a.groups) == 1  # sweeps are not throughput groups
     text = report.markdown(a)
     assert "## MPI point-to-point and allreduce (mpi4py)" in text
-    assert "| pytorch-mpich | 2 | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] |" in text
+    assert (
+        "| pytorch-mpich | 2 | local | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] |" in text
+    )
     assert "## Did not fit in memory (out of memory is a result)" in text
     assert "| pytorch-mpich | torch-cnn | tiny | 512 | 2 | docker | 1 |" in text
     page = report.render(a, "html")

@@ -39,7 +39,7 @@ def test_apptainer_hybrid(prep):
         "IMG",
         *PROG,
     ]
-    assert rt.env == {"UCX_POSIX_USE_PROC_LINK": "n"}
+    assert rt.env == {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "^cma"}
 
 
 def test_charliecloud_hybrid(prep):

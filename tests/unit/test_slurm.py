@@ -46,7 +46,8 @@ def script(runtime: str, ref: str, site=DEFAULT, flavour="mpich", job=JOB) -> st
 def test_apptainer_hybrid_under_srun_pmi2():
     assert script("singularity", "/c/image.sif") == (
         HEAD
-        + "set -euo pipefail\nexport UCX_POSIX_USE_PROC_LINK=n\nexport KIT_TRIAL=kit-c-1\n"
+        + "set -euo pipefail\nexport UCX_POSIX_USE_PROC_LINK=n\nexport UCX_TLS='^cma'\n"
+        + "export KIT_TRIAL=kit-c-1\n"
         + TAIL
         + "srun --mpi=pmi2 apptainer exec /c/image.sif "
         + STEP_ARGS

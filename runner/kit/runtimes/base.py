@@ -117,12 +117,14 @@ WORKLOAD_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "MPICH_", "OMPI_MCA_")
 
 
 # Ranks in separate user namespaces (one Apptainer or ch-run per rank) cannot open
-# each other's /proc/PID/fd, which UCX's shared memory uses by default; named
-# segments in the shared /dev/shm keep the shared-memory path.
-UCX_SHM = {"UCX_POSIX_USE_PROC_LINK": "n"}
+# each other's /proc/PID/fd, which UCX's shared memory uses by default, nor read each
+# other's memory with process_vm_readv (UCX's CMA transport for large messages aborts
+# with "Operation not permitted"); named segments in the shared /dev/shm keep the
+# shared-memory path, at the cost of an extra copy for large messages.
+UCX_SHM = {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "^cma"}
 UCX_SHM_NOTE = (
-    "UCX_POSIX_USE_PROC_LINK=n (ranks in separate user namespaces share memory "
-    "through /dev/shm, not /proc/PID/fd)"
+    "UCX_POSIX_USE_PROC_LINK=n UCX_TLS=^cma (ranks in separate user namespaces share "
+    "memory through /dev/shm, not /proc/PID/fd, and cannot use cross-memory attach)"
 )
 
 
