@@ -184,6 +184,11 @@ def cmd_run(a: argparse.Namespace) -> None:
     for d in data:
         if d not in ("synthetic", "real"):
             raise KitError(f"--data '{d}' must be synthetic, real or both (synthetic,real)")
+    if a.launcher not in ("local", "slurm"):
+        raise KitError(f"--launcher '{a.launcher}' must be local (mpirun) or slurm")
+    if (a.emit or a.slurm_config) and a.launcher != "slurm":
+        raise KitError("--emit and --slurm-config go with --launcher slurm")
+    site = slurm.load_site(a.slurm_config) if a.launcher == "slurm" else None
     if a.repeats < 1:
         raise KitError(f"--repeats {a.repeats} must be at least 1")
     configs = campaign.configs(
@@ -198,11 +203,6 @@ def cmd_run(a: argparse.Namespace) -> None:
                 f"np={c.ranks}{' warm-up' if t.warmup else ''}"
             )
         return
-    if a.launcher not in ("local", "slurm"):
-        raise KitError(f"--launcher '{a.launcher}' must be local (mpirun) or slurm")
-    if (a.emit or a.slurm_config) and a.launcher != "slurm":
-        raise KitError("--emit and --slurm-config go with --launcher slurm")
-    site = slurm.load_site(a.slurm_config) if a.launcher == "slurm" else None
     if a.resume and a.out is None:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -498,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
+        sys.stderr.close()
+        return 0
     return 0
 
 

@@ -28,6 +28,11 @@ def kit(*args, env=None):
             ["run", "pytorch-mpich", "--runtime", "native", "--runtime-arg", "docker:--cpus=1"],
             "kit: error: --runtime-arg 'docker:--cpus=1' names 'docker', not in --runtime native",
         ),
+        (["run", "pytorch-mpich", "--bench", "tf-cnn"], "image 'pytorch-mpich' has torch-cnn, mpi"),
+        (["run", "pytorch-mpich", "--model", "vgg"], "--model 'vgg' is not a model of torch-cnn"),
+        (["run", "pytorch-mpich", "--data", "disk"], "--data 'disk' must be synthetic, real"),
+        (["run", "pytorch-mpich", "--launcher", "pbs", "--dry-run"], "--launcher 'pbs' must be"),
+        (["run", "pytorch-mpich", "--emit", "d", "--dry-run"], "go with --launcher slurm"),
     ],
 )
 def test_user_errors(args, message):
