@@ -115,6 +115,7 @@ NEEDS = {
     "native": ("mpich",),
     "docker": ("engine", "base"),
     "singularity": ("engine", "apptainer", "fuse"),
+    "singularity-bind": ("engine", "apptainer", "fuse", "mpich"),
     "charliecloud": ("engine", "squashfs", "charliecloud", "fuse"),
     "shifter": ("shifter",),
 }

@@ -17,11 +17,14 @@ class Flavour:
     packages: tuple[str, ...]
     mpicc: str
     mpirun: str
+    library: str  # the shared library's soname (what a bind model swaps in)
 
 
 FLAVOURS = {
-    "mpich": Flavour(("mpich", "libmpich-dev"), "mpicc.mpich", "mpirun.mpich"),
-    "openmpi": Flavour(("openmpi-bin", "libopenmpi-dev"), "mpicc.openmpi", "mpirun.openmpi"),
+    "mpich": Flavour(("mpich", "libmpich-dev"), "mpicc.mpich", "mpirun.mpich", "libmpich.so.12"),
+    "openmpi": Flavour(
+        ("openmpi-bin", "libopenmpi-dev"), "mpicc.openmpi", "mpirun.openmpi", "libmpi.so.40"
+    ),
 }
 VARIANTS = ("cpu", "cuda")
 APT_PIN = re.compile(r"^[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+:~-]+$")

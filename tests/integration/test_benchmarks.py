@@ -7,10 +7,13 @@ reads; a batch that cannot fit must come back as an "oom" result.
 """
 
 import json
+import subprocess
 from pathlib import Path
 
 import kitbench
 import pytest
+
+from kit import trial
 
 from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit
 
@@ -143,7 +146,8 @@ def test_accuracy_mode_learns_and_tensorboard_reads_it(
         volume=f"{logs}:/events",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rec = json.loads(run.stdout.strip().splitlines()[-1])
+    rec = trial.parse_result(run.stdout)  # other ranks may print after it
+    assert rec is not None, run.stdout[-2000:]
     assert kitbench.validate(rec) == [] and rec["task"] == "accuracy"
     assert sum(rec["accuracy"][-10:]) / 10 > 0.8, rec["accuracy"]
     read = in_image(HOROVOD_TAG, "python", "-c", READ_EVENTS, "/events", volume=f"{logs}:/events")
@@ -169,3 +173,21 @@ def test_a_batch_that_does_not_fit_is_an_oom_result(built, tmp_path):
         "| pytorch-mpich | torch-cnn | resnet50 | 256 | 1 | docker | 1 |"
         in kit("report", str(out)).stdout
     )
+
+
+MAPS = "import mpi4py.MPI; print(*[x for x in open('/proc/self/maps') if 'libmpich' in x])"
+
+
+def test_bind_model_runs_on_the_host_mpi_library(built, tmp_path):
+    """singularity-bind: ranks load the host's libmpich from the bind, not the image's."""
+    out = tmp_path / "run"
+    recs = campaign("pytorch-mpich", "singularity-bind", "mpi", out)
+    check(recs, "singularity-bind", "mpi")
+    argv = recs[-1]["argv"]
+    sif = next(a for a in argv if a.endswith(".sif"))
+    prefix = argv[argv.index("apptainer") : argv.index(sif) + 1]
+    maps = subprocess.run(
+        [*prefix, "/opt/kit/venv/bin/python", "-c", MAPS], capture_output=True, text=True
+    )
+    assert maps.returncode == 0, maps.stderr[-2000:]
+    assert "/opt/kit/host-mpi/libmpich.so.12" in maps.stdout, maps.stdout

@@ -11,7 +11,7 @@ from .conftest import kit
 
 pytestmark = pytest.mark.integration
 
-RUNTIMES = "native,singularity,charliecloud"
+RUNTIMES = "native,singularity,singularity-bind,charliecloud"
 SITE = '[slurm]\ntasks_per_node = 1\ntime = "00:15:00"\n'  # two ranks: one on each node
 
 
@@ -50,12 +50,13 @@ def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
     assert "#SBATCH --nodes=2\n" in script and "srun --mpi=pmi2 " in script
 
     again = kit(*matrix(batch, "--launcher", "slurm", "--slurm-config", str(site), "--resume"))
-    assert "0 of 6 trials to run" in again.stderr  # resume across jobs: nothing lost or redone
+    assert "0 of 8 trials to run" in again.stderr  # resume across jobs: nothing lost or redone
 
     kit(*matrix(local))
     text = kit("report", str(local), str(batch)).stdout
-    for rt in RUNTIMES.split(","):
-        assert text.count(f"| {rt} | 1 |") == 2  # once per launcher
+    rows = text.splitlines()
+    for rt in RUNTIMES.split(","):  # a torch-cnn row per launcher (MPI rows start with the image)
+        assert sum(row.startswith(f"| {rt} | 1 |") for row in rows) == 2
     assert "· 2 rank(s) · via slurm\n" in text and "· 2 rank(s)\n" in text
 
 
@@ -68,7 +69,7 @@ def test_emitted_script_runs_without_kit(built, cluster, tmp_path):
         *("--emit", str(emitted)),
     )
     paths = [Path(p) for p in out.stdout.split()]
-    assert len(paths) == 6 and not (tmp_path / "unused" / "trials.jsonl").exists()
+    assert len(paths) == 8 and not (tmp_path / "unused" / "trials.jsonl").exists()
     singularity_mpi = next(
         p for p in paths if "apptainer exec" in p.read_text() and "mpi_bench.py" in p.read_text()
     )

@@ -6,7 +6,7 @@ import pytest
 
 from kit import engine, runtimes
 from kit.errors import KitError
-from kit.runtimes import Job, Prepared
+from kit.runtimes import Job, Prepared, apptainer
 from kit.runtimes.base import WORKLOAD_PREFIXES
 
 PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
@@ -116,3 +116,20 @@ def test_data_folder_is_bound_into_every_container(prep):
         "shifter", "--image=docker:IMG", "--volume=/data/set:/data/set",
     ]  # fmt: skip
     assert runtimes.get("native").command(prep, j) == PROG
+
+
+def test_apptainer_bind_model_swaps_in_the_host_mpi(prep):
+    rt = runtimes.get("apptainer-bind")
+    assert rt.arm == "singularity-bind" and rt.env == {
+        "UCX_POSIX_USE_PROC_LINK": "n",
+        "UCX_TLS": "^cma",
+    }
+    rt.soname, rt.library = "libmpich.so.12", "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0"
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich", "-np", "2", "apptainer", "exec",
+        "--bind=/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0:/opt/kit/host-mpi/libmpich.so.12:ro",
+        "--env=LD_LIBRARY_PATH=/opt/kit/host-mpi",
+        "IMG", *PROG,
+    ]  # fmt: skip
+    with pytest.raises(KitError, match=r"needs the host's libnope\.so\.1"):
+        apptainer.host_library("libnope.so.1")

@@ -3,7 +3,7 @@
 import re
 
 from ..errors import KitError
-from .apptainer import Apptainer
+from .apptainer import Apptainer, ApptainerBind
 from .base import Job, Prepared, Runtime
 from .charliecloud import Charliecloud
 from .docker import Docker
@@ -11,9 +11,9 @@ from .native import Native
 from .shifter import Shifter
 
 RUNTIMES: dict[str, type[Runtime]] = {
-    r.name: r for r in (Native, Docker, Apptainer, Shifter, Charliecloud)
+    r.name: r for r in (Native, Docker, Apptainer, ApptainerBind, Shifter, Charliecloud)
 }
-ALIASES = {"apptainer": "singularity"}
+ALIASES = {"apptainer": "singularity", "apptainer-bind": "singularity-bind"}
 
 __all__ = ["RUNTIMES", "Job", "Prepared", "Runtime", "get", "parse"]
 

@@ -3,8 +3,15 @@
 Without a local image (a cluster with no Docker), the SIF made by `kit pull` is used.
 """
 
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 from .. import convert, engine, pull
 from ..errors import KitError
+from ..paths import cache_dir
 from ..recipes import Recipe
 from . import base
 from .base import Job, Prepared, Runtime
@@ -38,3 +45,69 @@ class Apptainer(Runtime):
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}" for path in job.binds]
         return [self.tool, "exec", *binds, *job.extra, prep.ref, *job.program]
+
+
+HOST_MPI = "/opt/kit/host-mpi"  # where the bind model puts the host's MPI library
+
+
+def staged(library: str) -> str:
+    """A copy of the host library in kit's cache, named by its content, bound from there:
+    the path is then visible wherever Apptainer runs (also in a mount namespace of its
+    own, as on the test machines), and the record's settings name the exact file."""
+    data = Path(library).read_bytes()
+    folder = cache_dir() / "host-mpi" / hashlib.sha256(data).hexdigest()[:16]
+    copy = folder / Path(library).name
+    if not copy.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        part = copy.with_suffix(".part")
+        part.write_bytes(data)
+        part.replace(copy)
+    return str(copy)
+
+
+def host_library(soname: str) -> str:
+    """The host's file for a shared library soname (from the linker cache)."""
+    # ldconfig lives in /sbin, off an ordinary user's PATH on Debian
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    try:
+        cache = subprocess.run([ldconfig, "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        cache = ""
+    for line in cache.splitlines():
+        name, _, path = line.strip().partition(" => ")
+        if name.split(" ", 1)[0] == soname:
+            return os.path.realpath(path)
+    raise KitError(
+        f"runtime 'singularity-bind' needs the host's {soname} (the image's MPI flavour); "
+        "install the flavour's MPI on the host, or use the hybrid runtime 'singularity'"
+    )
+
+
+class ApptainerBind(Apptainer):
+    """Bind model: the host's MPI library replaces the image's at run time (the way
+    sites inject a vendor MPI, e.g. Cray MPICH, into MPICH-ABI images); the rest of
+    the image is unchanged and the host's mpirun or srun starts the ranks."""
+
+    name = "singularity-bind"
+    settings = (
+        *Apptainer.settings[:2],
+        "bind model: the host's MPI library bound into the container at "
+        f"{HOST_MPI} (read-only) and put first on LD_LIBRARY_PATH",
+    )
+    soname = ""  # the flavour's MPI library, and its file on the host: set by prepare
+    library = ""
+
+    def prepare(self, recipe: Recipe, variant: str) -> Prepared:
+        self.soname = recipe.mpi.spec.library
+        host = host_library(self.soname)
+        self.library = staged(host)
+        self.settings = (*self.settings, f"injected: {host} (staged as {self.library})")
+        return super().prepare(recipe, variant)
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        inject = [
+            f"--bind={self.library}:{HOST_MPI}/{self.soname}:ro",
+            f"--env=LD_LIBRARY_PATH={HOST_MPI}",
+        ]
+        binds = [f"--bind={path}" for path in job.binds]
+        return [self.tool, "exec", *inject, *binds, *job.extra, prep.ref, *job.program]
