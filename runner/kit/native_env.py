@@ -42,6 +42,17 @@ def mismatches(recipe: Recipe) -> list[str]:
     return [f"{n}={v} (host: {have[n] or 'none'})" for n, v in pins.items() if have[n] != v]
 
 
+def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
+    """The host's Debian suite (VERSION_CODENAME), or "" when it does not say."""
+    try:
+        for line in os_release.read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return ""
+
+
 def fingerprint(recipe: Recipe) -> str:
     """Identity of the native environment, filed as its 'digest' in trial records."""
     pins = (
@@ -72,6 +83,12 @@ def ensure(recipe: Recipe) -> Path:
     if shutil.which("dpkg-query") is None:
         raise KitError(
             "the native runtime needs a Debian host (dpkg-query); run the container runtimes only"
+        )
+    host = host_suite()
+    if host and host != recipe.distro:
+        raise KitError(
+            f"the native runtime for {recipe.name} needs a Debian {recipe.distro} host (this "
+            f"one is {host}): its packages are {recipe.distro}'s; run its container runtimes"
         )
     bad = mismatches(recipe)
     if bad:
