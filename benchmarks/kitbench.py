@@ -26,6 +26,14 @@ RANK_VARS = (
 )
 LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 CLASSES = 10
+MODELS = {  # model -> input image side; each framework builds those it has
+    "tiny": 32,
+    "alexnet": 224,
+    "resnet50": 224,
+    "resnet101": 224,
+    "resnet152": 224,
+    "inception3": 299,
+}
 DATASET_STAMP = "kit-dataset.json"
 
 # The record: field -> (type, meaning). COMMON in every record; TRAIN in a training
@@ -217,21 +225,36 @@ def is_oom(exc: BaseException) -> bool:
     return any(s in text for s in ("out of memory", "can't allocate memory", "bad_alloc"))
 
 
-def oom_exit(
-    bench: str, framework: str, version: str, mpi: str, a, rank: int, size: int, threads: int, exc
-):
-    """Report a configuration that did not fit as a result (status oom), then exit."""
-    rec = {
+def header(
+    bench: str, status: str, framework: str, version: str, mpi: str, hosts: list[str]
+) -> dict:
+    """The COMMON fields every record starts with (ranks and start-up come with the figures)."""
+    return {
         "schema": SCHEMA,
         "bench": bench,
-        "status": "oom",
+        "status": status,
         "framework": framework,
         "framework_version": version,
         "mpi_library": mpi,
         "python": platform.python_version(),
         "image": os.environ.get("KIT_IMAGE", "native"),
+        "hosts": hosts,
+    }
+
+
+def weights_in_sync(sums: list[float]) -> bool:
+    """Whether every rank ended with the same weights (sums of |w| agree to 1e-6): proof
+    that the gradients were combined."""
+    return max(sums) - min(sums) <= 1e-6 * sums[0]
+
+
+def oom_exit(
+    bench: str, framework: str, version: str, mpi: str, a, rank: int, size: int, threads: int, exc
+):
+    """Report a configuration that did not fit as a result (status oom), then exit."""
+    rec = {
+        **header(bench, "oom", framework, version, mpi, [socket.gethostname()]),
         "ranks": size,
-        "hosts": [socket.gethostname()],
         "startup_s": 0.0,
         **train_settings(a),
         "threads_per_rank": threads,
@@ -294,14 +317,7 @@ def record(
     size = len(ranks)
     slowest = max(r["timed_s"] for r in ranks)
     return {
-        "schema": SCHEMA,
-        "bench": bench,
-        "status": "ok",
-        "framework": framework,
-        "framework_version": version,
-        "mpi_library": mpi,
-        "python": platform.python_version(),
-        "image": os.environ.get("KIT_IMAGE", "native"),
+        **header(bench, "ok", framework, version, mpi, sorted({r["host"] for r in ranks})),
         **train_settings(a),
         "ranks": size,
         "threads_per_rank": threads,
@@ -311,7 +327,6 @@ def record(
         "startup_s": max(r["startup_s"] for r in ranks),
         "step_times_s": step_times,
         "loss": losses,
-        "hosts": sorted({r["host"] for r in ranks}),
         "logdir": a.logdir,
         **extra,
     }

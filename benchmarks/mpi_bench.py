@@ -14,8 +14,6 @@ from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
 import array
-import os
-import platform
 import socket
 import sys
 import time
@@ -137,16 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         kitbench.emit(
             {
-                "schema": kitbench.SCHEMA,
-                "bench": "mpi",
-                "status": "ok",
-                "framework": "mpi4py",
-                "framework_version": mpi4py.__version__,
-                "mpi_library": mpi,
-                "python": platform.python_version(),
-                "image": os.environ.get("KIT_IMAGE", "native"),
+                **kitbench.header("mpi", "ok", "mpi4py", mpi4py.__version__, mpi, hosts),
                 "ranks": size,
-                "hosts": hosts,
                 "startup_s": max(startups),
                 "p2p": p2p,
                 "allreduce": reduce,

@@ -20,14 +20,7 @@ import time
 
 import kitbench
 
-MODELS = {  # model -> input image side
-    "tiny": 32,
-    "alexnet": 224,
-    "resnet50": 224,
-    "resnet101": 224,
-    "resnet152": 224,
-    "inception3": 299,
-}
+MODELS = kitbench.MODELS  # all of them, with their input sizes
 APPLICATIONS = {
     "resnet50": "ResNet50",
     "resnet101": "ResNet101",
@@ -212,8 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 step_times,
                 losses,
                 accuracy=accuracies,
-                # the same weights on every rank prove the gradients were averaged
-                weights_in_sync=max(sums) - min(sums) <= 1e-6 * sums[0],
+                weights_in_sync=kitbench.weights_in_sync(sums),
             )
         )
     return 0

@@ -22,14 +22,7 @@ import time
 
 import kitbench
 
-MODELS = {  # model -> input image side
-    "tiny": 32,
-    "alexnet": 224,
-    "resnet50": 224,
-    "resnet101": 224,
-    "resnet152": 224,
-    "inception3": 299,
-}
+MODELS = kitbench.MODELS  # all of them, with their input sizes
 
 
 def rendezvous(rank: int) -> tuple[str, int]:

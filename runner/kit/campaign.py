@@ -260,6 +260,7 @@ def execute(
             path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
             argv = ["sbatch", str(path)]
             outcome, job_info = slurm.submit(path, output, {**env, **rt.env}, opts.timeout, name)
+        ended = status(outcome)
         record = {
             "schema": results.SCHEMA,
             "campaign": campaign,
@@ -289,10 +290,10 @@ def execute(
             "host": host,
             "started": started,
             "wall_s": round(outcome.wall_s, 4),
-            "status": status(outcome),
+            "status": ended,
             "exit_code": outcome.exit_code,
             "result": outcome.result,
-            "output_tail": outcome.output_tail if status(outcome) != "ok" else "",
+            "output_tail": outcome.output_tail if ended != "ok" else "",
         }
         results.append(out_dir, record)
         _progress(n + 1, len(todo), record, time.monotonic() - t_start)
