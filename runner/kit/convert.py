@@ -6,18 +6,17 @@ unchanged image again does no work and a rebuilt image never reuses a stale SIF.
 
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import engine
+from . import engine, rootfs
 from .errors import KitError
 from .paths import cache_dir
-from .proc import stream, which
+from .proc import capture, stream, which
 from .recipes import Recipe
 
 APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
@@ -25,8 +24,9 @@ FORMATS = {
     "singularity": "singularity",
     "apptainer": "singularity",
     "sif": "singularity",
-    "shifter": "shifter",
-    "charliecloud": "shifter",
+    "shifter": "shifter",  # the squashfs and metadata, plus the tar `shifter load` takes
+    "charliecloud": "squashfs",
+    "squashfs": "squashfs",
     "docker-archive": "docker-archive",
 }
 
@@ -69,29 +69,78 @@ def parse_formats(spec: str) -> list[str]:
     return out
 
 
+COMPRESSORS = ("zstd", "lz4", "gzip", "xz")
+DEFAULT_COMPRESSION = "zstd:3"  # fast to make, read by squashfuse and Linux >= 4.14
+
+
+def parse_compression(spec: str) -> tuple[str, int | None]:
+    """'zstd:3' -> ('zstd', 3); 'lz4' -> ('lz4', None); a KitError naming the choices."""
+    name, _, level = spec.partition(":")
+    if name not in COMPRESSORS or (level and not level.isdigit()) or (level and name == "lz4"):
+        raise KitError(
+            f"compression '{spec}' must be one of {', '.join(COMPRESSORS)}, optionally with "
+            "a level (e.g. zstd:3, gzip:6; lz4 takes none)"
+        )
+    return name, int(level) if level else None
+
+
+def compression() -> str:
+    """The squashfs compression: KIT_SQUASHFS_COMPRESSION, else zstd at level 3."""
+    spec = os.environ.get("KIT_SQUASHFS_COMPRESSION", DEFAULT_COMPRESSION)
+    parse_compression(spec)
+    return spec
+
+
 def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
-    """Make each requested format once per digest; print what was made or reused."""
+    """Make each requested format once per digest; print what was made or reused, with
+    each phase's time (also kept in the manifest). The squashfs and the SIF share one
+    export and one compression pass: the SIF wraps the same squashfs."""
     art = artifacts(recipe, variant)
     art.dir.mkdir(parents=True, exist_ok=True)
     tag = recipe.tag(variant)
+    wanted = list(dict.fromkeys(FORMATS[f] for f in formats))
+    if "shifter" in wanted:
+        wanted.append("docker-archive")  # what CSCS-style `shifter load` takes
     steps = {
         "docker-archive": (art.tar, _save),
+        "squashfs": (art.squashfs, _squashfs),
         "singularity": (art.sif, _sif),
-        "shifter": (art.squashfs, _squashfs),
     }
-    for fmt in dict.fromkeys(formats):
-        target, make = steps[FORMATS[fmt]]
+    needs = [f for f in ("squashfs", "singularity", "docker-archive") if _needed(f, wanted)]
+    phases = {}
+    for fmt in needs:
+        target, make = steps[fmt]
         if target.exists():
             print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
             continue
-        if fmt == "singularity" and not art.tar.exists():
-            _save(tag, art)
         t0 = time.monotonic()
         make(tag, art)
-        print(f"{fmt}: {target} made in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-    if "shifter" in formats and not art.tar.exists():
-        _save(tag, art)  # what CSCS-style `shifter load` takes
+        phases[fmt] = round(time.monotonic() - t0, 1)
+        print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
+    if phases:
+        _record_phases(art, phases)
     return art
+
+
+def _needed(fmt: str, wanted: list[str]) -> bool:
+    if fmt == "squashfs":
+        return bool({"shifter", "singularity", "squashfs"} & set(wanted))
+    return fmt in wanted
+
+
+def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
+    """Conversion times and settings, in the manifest beside the products."""
+    path = art.dir / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    if not isinstance(manifest, dict):
+        manifest = {}
+    conv = manifest.setdefault("conversion", {})
+    conv.setdefault("seconds", {}).update(phases)
+    conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 def _save(tag: str, art: Artifacts) -> None:
@@ -101,51 +150,59 @@ def _save(tag: str, art: Artifacts) -> None:
 
 
 def _sif(tag: str, art: Artifacts) -> None:
+    """A SIF around the squashfs already made (no second export or compression): one
+    primary system partition, as `apptainer build` writes it."""
     apptainer = which("apptainer", APPTAINER_FIX)
     tmp = art.sif.with_suffix(".sif.part")
-    stream(
-        [apptainer, "build", "--force", str(tmp), f"docker-archive://{art.tar}"], "apptainer build"
-    )
+    tmp.unlink(missing_ok=True)
+    capture([apptainer, "sif", "new", str(tmp)], "apptainer sif new")
+    add = [apptainer, "sif", "add", "--datatype", "4", "--parttype", "2", "--partfs", "1"]
+    add += ["--partarch", "2", "--groupid", "1", str(tmp), str(art.squashfs)]
+    capture(add, "apptainer sif add")
     tmp.rename(art.sif)
 
 
 def _squashfs(tag: str, art: Artifacts) -> None:
     """What Shifter's image gateway makes: the flattened root file system, all owned by
-    root, plus the image's entrypoint, command, working directory and environment."""
-    mksquashfs = which("mksquashfs", "install squashfs-tools")
-    tree = art.dir / "rootfs.part"
-    _rmtree(tree)
-    tree.mkdir()
-    name = f"kit-export-{os.getpid()}"
-    try:
-        engine.run_quiet(["create", "--name", name, tag], "docker create")
-        export = subprocess.Popen([engine.docker(), "export", name], stdout=subprocess.PIPE)
-        untar = subprocess.run(
-            [
-                "tar",
-                "-x",
-                "-C",
-                str(tree),
-                "--no-same-owner",
-                "--delay-directory-restore",
-                "--exclude=dev/*",
-            ],
-            stdin=export.stdout,
-            capture_output=True,
-            text=True,
-        )
-        export.stdout.close()
-        if export.wait() != 0 or untar.returncode != 0:
-            raise KitError(f"flattening {tag} failed: {untar.stderr.strip()[-300:]}")
-    finally:
-        subprocess.run([engine.docker(), "rm", "-f", name], capture_output=True)
+    root, plus the image's entrypoint, command, working directory and environment; with
+    Apptainer's metadata folder added, so the same file is the SIF's partition."""
+    tar2sqfs = which("tar2sqfs", "install squashfs-tools-ng (Debian package)")
+    config = (engine.inspect(tag) or {}).get("Config") or {}
+    spec = compression()
+    name, level = parse_compression(spec)
+    comp = ["-c", name] + (["-X", f"level={level}"] if level is not None else [])
     tmp = art.squashfs.with_suffix(".sqfs.part")
     tmp.unlink(missing_ok=True)
+    container = f"kit-export-{os.getpid()}"
+    engine.run_quiet(["create", "--name", container, tag], "docker create")
     try:
-        stream([mksquashfs, str(tree), str(tmp), "-all-root", "-noappend", "-quiet"], "mksquashfs")
+        export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
+        pack = subprocess.Popen(
+            [
+                tar2sqfs,
+                "--quiet",
+                "--force",
+                "--no-xattr",
+                *comp,
+                "-j",
+                str(os.cpu_count() or 1),
+                str(tmp),
+            ],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            rootfs.flatten(export.stdout, pack.stdin, rootfs.apptainer_files(config))
+        except (OSError, tarfile.TarError) as e:
+            raise KitError(f"flattening {tag} failed: {e}") from None
+        finally:
+            pack.stdin.close()
+            export.stdout.close()
+        err = pack.stderr.read().decode(errors="replace")
+        if export.wait() != 0 or pack.wait() != 0:
+            raise KitError(f"flattening {tag} failed: {err.strip()[-300:]}")
     finally:
-        _rmtree(tree)
-    config = (engine.inspect(tag) or {}).get("Config") or {}
+        subprocess.run([engine.docker(), "rm", "-f", container], capture_output=True)
     meta = {
         "image": tag,
         "digest": art.digest,
@@ -153,17 +210,7 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         "cmd": config.get("Cmd"),
         "workdir": config.get("WorkingDir") or "/",
         "env": config.get("Env") or [],
+        "compression": spec,
     }
     art.meta.write_text(json.dumps(meta, indent=2) + "\n")
     tmp.rename(art.squashfs)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a tree extracted as an ordinary user, read-only directories included."""
-
-    def unlock(func, p, _exc):
-        os.chmod(os.path.dirname(p), stat.S_IRWXU)
-        func(p)
-
-    if path.exists():
-        shutil.rmtree(path, onerror=unlock)

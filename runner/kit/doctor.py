@@ -76,9 +76,9 @@ def checks() -> dict[str, Check]:
         ),
         "fuse": _fuse(),
         "squashfs": _tool(
-            "squashfs-tools",
-            ["mksquashfs", "-version"],
-            "apt-get install squashfs-tools",
+            "squashfs-tools-ng",
+            ["tar2sqfs", "--version"],
+            "apt-get install squashfs-tools-ng (kit convert packs squashfs and SIF with it)",
             lambda t: t.splitlines()[0],
         ),
         "charliecloud": _tool(
@@ -114,8 +114,8 @@ def checks() -> dict[str, Check]:
 NEEDS = {
     "native": ("mpich",),
     "docker": ("engine", "base"),
-    "singularity": ("engine", "apptainer", "fuse"),
-    "singularity-bind": ("engine", "apptainer", "fuse", "mpich"),
+    "singularity": ("engine", "squashfs", "apptainer", "fuse"),
+    "singularity-bind": ("engine", "squashfs", "apptainer", "fuse", "mpich"),
     "charliecloud": ("engine", "squashfs", "charliecloud", "fuse"),
     "shifter": ("shifter",),
 }
