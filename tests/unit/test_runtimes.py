@@ -39,7 +39,11 @@ def test_apptainer_hybrid(prep):
         "IMG",
         *PROG,
     ]
-    assert rt.env == {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "^cma"}
+    assert rt.env == {
+        "UCX_POSIX_USE_PROC_LINK": "n",
+        "UCX_TLS": "^cma",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    }
 
 
 def test_charliecloud_hybrid(prep):
@@ -123,6 +127,7 @@ def test_apptainer_bind_model_swaps_in_the_host_mpi(prep):
     assert rt.arm == "singularity-bind" and rt.env == {
         "UCX_POSIX_USE_PROC_LINK": "n",
         "UCX_TLS": "^cma",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
     }
     rt.soname, rt.library = "libmpich.so.12", "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0"
     assert rt.command(prep, job(2)) == [

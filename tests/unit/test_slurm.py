@@ -47,6 +47,7 @@ def test_apptainer_hybrid_under_srun_pmi2():
     assert script("singularity", "/c/image.sif") == (
         HEAD
         + "set -euo pipefail\nexport UCX_POSIX_USE_PROC_LINK=n\nexport UCX_TLS='^cma'\n"
+        + "export OMPI_MCA_btl_vader_single_copy_mechanism=none\n"
         + "export KIT_TRIAL=kit-c-1\n"
         + TAIL
         + "srun --mpi=pmi2 apptainer exec /c/image.sif "

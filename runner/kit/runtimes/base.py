@@ -68,6 +68,7 @@ class Runtime:
     fix = ""  # how to get that command
     settings: tuple[str, ...] = ()  # fair defaults it applies, shown in the report
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
+    in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
 
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""
@@ -121,10 +122,18 @@ WORKLOAD_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "MPICH_", "OMPI_MCA_")
 # other's memory with process_vm_readv (UCX's CMA transport for large messages aborts
 # with "Operation not permitted"); named segments in the shared /dev/shm keep the
 # shared-memory path, at the cost of an extra copy for large messages.
-UCX_SHM = {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "^cma"}
+# Open MPI's shared-memory BTL (vader) uses cross-memory attach for large messages by
+# default; across user namespaces that fails and the ranks spin forever. MPICH ignores it.
+UCX_SHM = {
+    "UCX_POSIX_USE_PROC_LINK": "n",
+    "UCX_TLS": "^cma",
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+}
 UCX_SHM_NOTE = (
-    "UCX_POSIX_USE_PROC_LINK=n UCX_TLS=^cma (ranks in separate user namespaces share "
-    "memory through /dev/shm, not /proc/PID/fd, and cannot use cross-memory attach)"
+    "UCX_POSIX_USE_PROC_LINK=n UCX_TLS=^cma OMPI_MCA_btl_vader_single_copy_mechanism=none "
+    "(ranks in separate user namespaces share memory through /dev/shm, not /proc/PID/fd, "
+    "and cannot use cross-memory attach: UCX for MPICH and Open MPI's UCX PML, vader for "
+    "Open MPI's shared-memory BTL)"
 )
 
 
