@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(1234 + rank)
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
-        for i in range(a.warmup + a.steps):
+        durations: list[float] = []
+        agree = (lambda n: kitbench.mpi_comm().bcast(n, root=0)) if size > 1 else None
+        for i in kitbench.step_indices(a, durations, agree):
             t0 = time.perf_counter()
             if a.task == "accuracy":
                 x, y = kitbench.learnable_batch(rng, a.batch_size, side)
@@ -198,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 workspace.FeedBlob(prefix + "label", y.astype(np.int32))
             workspace.RunNet(model.net.Proto().name)
             dt = time.perf_counter() - t0
+            durations.append(dt)
             if first_step_end is None:
                 first_step_end = time.time()
             loss = float(workspace.FetchBlob(prefix + "loss"))

@@ -11,6 +11,7 @@ from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -62,7 +63,8 @@ TRAIN = {
     "data_format": (str, "nchw or nhwc"),
     "threads_per_rank": (int, "intra-op threads"),
     "warmup_steps": (int, "untimed steps before the timed ones"),
-    "steps": (int, "timed steps"),
+    "steps": (int, "timed steps (more than asked when --min-time needed them)"),
+    "min_time_s": (float, "the shortest timed part asked for (0: none)"),
     "images_per_sec": (float, "all ranks together: global batch x steps / slowest rank's time"),
     "images_per_sec_per_rank": (list, "each rank's own images/s"),
     "peak_rss_mb": (list, "each rank's peak resident memory, MB"),
@@ -163,6 +165,13 @@ def common_args(p: argparse.ArgumentParser, models: dict[str, int]) -> None:
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     p.add_argument(
+        "--min-time",
+        type=float,
+        default=0.0,
+        help="time at least this many seconds: more than --steps steps when needed, judged "
+        "from the warm-up's pace (0: off)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=0,
@@ -199,6 +208,26 @@ def common_args(p: argparse.ArgumentParser, models: dict[str, int]) -> None:
     p.add_argument("--data-format", choices=("nchw", "nhwc"), default=None)
 
 
+def step_indices(a: argparse.Namespace, durations: list, agree=None):
+    """Step numbers for a training loop: a.warmup untimed, then the timed ones: at least
+    a.steps, and with --min-time as many more as the timed steps' own pace says are needed
+    to last that long. Every rank asks agree(n) at the same step and takes rank 0's answer
+    (collectives need the same count everywhere). The loop appends every step's duration
+    to `durations` before asking for the next step."""
+    total = a.warmup + a.steps
+    i = 0
+    while i < total:
+        yield i
+        if i == total - 1 and a.min_time > 0:
+            timed = durations[a.warmup :]
+            short = a.min_time - sum(timed)
+            extra = 0 if short <= 0 else math.ceil(short / sorted(timed)[len(timed) // 2])
+            extra = agree(extra) if agree else extra
+            a.steps += extra
+            total += extra
+        i += 1
+
+
 def check_args(p: argparse.ArgumentParser, a: argparse.Namespace, models: dict[str, int]) -> None:
     if a.model not in models:
         p.error(f"unknown model '{a.model}'; choose one of {', '.join(models)}")
@@ -207,6 +236,8 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace, models: dict[s
             p.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
     if a.warmup < 0:
         p.error(f"--warmup must be 0 or more (got {a.warmup})")
+    if not 0 <= a.min_time < 1e6:
+        p.error(f"--min-time must be 0 or more seconds (got {a.min_time})")
     if a.data == "real" and not a.data_dir:
         p.error("--data real needs --data-dir DIR (a JPEG folder, generated when empty)")
     if a.data == "real" and a.task == "accuracy":
@@ -287,6 +318,7 @@ def train_settings(a: argparse.Namespace) -> dict:
         "data_format": a.data_format,
         "warmup_steps": a.warmup,
         "steps": a.steps,
+        "min_time_s": a.min_time,
     }
 
 

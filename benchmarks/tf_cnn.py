@@ -165,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     data = batches(tf, a, rank, size, side, barrier)
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
-        for i in range(a.warmup + a.steps):
+        durations: list[float] = []
+        agree = (lambda n: hvd_tf.broadcast_object(n, root_rank=0)) if size > 1 else None
+        for i in kitbench.step_indices(a, durations, agree):
             t0 = time.perf_counter()
             x, y = next(data)
             out = model.train_on_batch(x, y, return_dict=True)
             dt = time.perf_counter() - t0
+            durations.append(dt)
             if first_step_end is None:
                 first_step_end = time.time()
             if writer:

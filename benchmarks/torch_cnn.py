@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     data = batches(a, d, MODELS[a.model])
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
-        for i in range(a.warmup + a.steps):
+        durations: list[float] = []
+        agree = (lambda n: kitbench.mpi_comm().bcast(n, root=0)) if d.size > 1 else None
+        for i in kitbench.step_indices(a, durations, agree):
             t0 = time.perf_counter()
             x, y = next(data)
             x = x.contiguous(memory_format=fmt)
@@ -231,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
             opt.step()
             dt = time.perf_counter() - t0
+            durations.append(dt)
             if first_step_end is None:
                 first_step_end = time.time()
             accuracy = float((out.argmax(1) == y).float().mean())

@@ -4,10 +4,14 @@ Every report format (Markdown, CSV, JSON, HTML and its plots) renders this model
 so they cannot disagree. Trials are grouped by what was measured (image,
 benchmark, model, batch size, ranks); within a group each runtime arm is
 summarised by medians with intervals and compared with the reference arm
-(`native`) by the ratio of medians.
+(`native`): paired by round where both arms finished it, else by the ratio of
+medians. The comparisons form one family: their intervals are Bonferroni-adjusted
+so that every verdict of the report holds together at the stated confidence.
 """
 
 import dataclasses
+import json
+import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -16,7 +20,6 @@ from pathlib import Path
 from . import results, stats
 from .errors import KitError
 
-MIN_N = 6  # fewest trials for a 95% order-statistic interval of a median
 REFERENCE = "native"
 OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
 
@@ -44,16 +47,33 @@ class Arm:
     framework: str
     mpi: str
     settings: list[str]
-    ratio: stats.Interval | None = None  # rate / reference rate
+    ratio: stats.Interval | None = None  # rate / reference rate (family-adjusted)
+    method: str = ""  # how ratio was formed: "paired (N rounds)" or "unpaired"
+    half_width: float | None = None  # the ratio interval's larger side, relative
     detectable: float | None = None  # smallest relative difference it could detect
     verdict: str = ""
+    precision: str = ""  # with a precision target: "reached" or "not reached (±x%)"
     loss: list[float] = field(default_factory=list)  # median loss per timed step
+    load: dict = field(default_factory=dict)  # what the host did during its trials
+
+
+@dataclass
+class Variance:
+    """Where a group's spread comes from, as relative standard deviations of a trial's
+    figure: the step-to-step noise inside a trial (as it reaches the trial's mean), the
+    launch-to-launch variation, and slow drift of the host across rounds."""
+
+    within_trial: float | None
+    between_launches: float | None
+    across_rounds: float | None
+    rounds: int
 
 
 @dataclass
 class Group:
     key: Key
     arms: list[Arm]
+    variance: Variance | None = None
 
 
 @dataclass
@@ -110,10 +130,26 @@ class Analysis:
     mpi: list[MpiSweep]
     oom: list[dict]  # configurations that did not fit in memory: key fields, runtime, trials
     runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
+    comparisons: int = 0  # the family the verdicts' intervals are adjusted for
+    each_confidence: float = 0.95  # each comparison's interval: Bonferroni over the family
+    precision_target: float | None = None  # the campaign's --precision, if it had one
+    skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
 
 
 def _mode(values: list[str]) -> str:
     return Counter(values).most_common(1)[0][0]
+
+
+def _load(rs: list[dict]) -> dict:
+    """Median host activity over an arm's trials (recorded by kit run, when present)."""
+    loads = [r["host_load"] for r in rs if isinstance(r.get("host_load"), dict)]
+    if not loads:
+        return {}
+    return {
+        k: statistics.median(x[k] for x in loads)
+        for k in ("loadavg_1m", "other_cpu_pct", "steal_cpu_pct")
+        if all(isinstance(x.get(k), int | float) for x in loads)
+    }
 
 
 def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
@@ -129,33 +165,105 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         mpi=_mode([x["mpi_library"] for x in res]),
         settings=list(rs[-1].get("runtime_settings", [])),
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
+        load=_load(rs),
     )
 
 
+def _by_round(rs: list[dict]) -> dict[tuple, float]:
+    """Rate per (campaign, round): the pairing key of a round-interleaved campaign."""
+    return {
+        (r["campaign"], r["repeat"]): r["result"]["images_per_sec"]
+        for r in rs
+        if isinstance(r.get("repeat"), int)
+    }
+
+
+def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
+    """Same software as the reference (or --allow-mismatch); else say why in the verdict."""
+    if (arm.framework, arm.mpi) == (ref.framework, ref.mpi) or allow_mismatch:
+        return True
+    arm.verdict = (
+        f"not compared: software differs from {ref.runtime} "
+        f"({arm.framework} / {arm.mpi} vs {ref.framework} / {ref.mpi}); "
+        "--allow-mismatch compares anyway"
+    )
+    return False
+
+
 def _compare(
-    arm: Arm,
-    ref: Arm,
-    rates: list[float],
-    ref_rates: list[float],
-    conf: float,
-    allow_mismatch: bool,
+    arm: Arm, ref: Arm, rs: list[dict], ref_rs: list[dict], each: float, target: float | None
 ) -> None:
-    differs = (arm.framework, arm.mpi) != (ref.framework, ref.mpi)
-    if differs and not allow_mismatch:
-        arm.verdict = (
-            f"not compared: software differs from {REFERENCE} "
-            f"({arm.framework} / {arm.mpi} vs {ref.framework} / {ref.mpi}); "
-            "--allow-mismatch compares anyway"
-        )
-        return
-    arm.ratio = stats.ratio_ci(rates, ref_rates, conf)
+    """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when
+    enough rounds have both, else unpaired; its verdict and precision."""
+    mine, theirs = _by_round(rs), _by_round(ref_rs)
+    pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
+    rates = [r["result"]["images_per_sec"] for r in rs]
+    ref_rates = [r["result"]["images_per_sec"] for r in ref_rs]
+    if len(pairs) >= stats.min_n(each):
+        arm.ratio, arm.method = stats.paired_ratio(pairs, each), f"paired ({len(pairs)} rounds)"
+    else:
+        arm.ratio, arm.method = stats.ratio_ci(rates, ref_rates, each), "unpaired"
+    arm.half_width = stats.half_width(arm.ratio)
     arm.detectable = stats.detectable(arm.ratio)
-    if min(arm.n, ref.n) < MIN_N:
-        arm.verdict = f"too few trials (need {MIN_N})"
+    if arm.ratio.short:
+        arm.verdict = f"too few trials (need {stats.min_n(each)})"
     else:
         arm.verdict = stats.verdict(arm.ratio)
-    if differs:
+    if (arm.framework, arm.mpi) != (ref.framework, ref.mpi):
         arm.verdict += " (MISMATCHED SOFTWARE)"
+    if target is not None:
+        reached = arm.half_width <= target and not arm.ratio.short
+        arm.precision = "reached" if reached else f"not reached (±{arm.half_width:.1%})"
+
+
+def variance(key_arms: dict[str, list[dict]]) -> Variance:
+    """Variance decomposition of a group's log rates over the rounds every arm finished
+    (two-way: arm and round, no interaction), and the within-trial part from step times."""
+    within = []
+    for rs in key_arms.values():
+        for r in rs:
+            steps = r["result"].get("step_times_s") or []
+            if len(steps) >= 2 and statistics.fmean(steps) > 0:
+                within.append(statistics.stdev(steps) / statistics.fmean(steps) / len(steps) ** 0.5)
+    by_round: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for arm, rs in key_arms.items():
+        for r in rs:
+            if isinstance(r.get("repeat"), int):
+                by_round[(r["campaign"], r["repeat"])][arm] = math.log(
+                    r["result"]["images_per_sec"]
+                )
+    arms = sorted(key_arms)
+    full = [row for row in by_round.values() if len(row) == len(arms)]
+    launches = rounds = None
+    a, n = len(arms), len(full)
+    if n >= 2:
+        grand = statistics.fmean(v for row in full for v in row.values())
+        arm_mean = {x: statistics.fmean(row[x] for row in full) for x in arms}
+        round_mean = [statistics.fmean(row.values()) for row in full]
+        if a >= 2:
+            resid = sum(
+                (row[x] - arm_mean[x] - rm + grand) ** 2
+                for row, rm in zip(full, round_mean, strict=True)
+                for x in arms
+            ) / ((a - 1) * (n - 1))
+            drift = statistics.variance(round_mean) - resid / a
+            launches, rounds = math.sqrt(resid), math.sqrt(max(drift, 0.0))
+        else:
+            launches = statistics.stdev(row[arms[0]] for row in full)
+    return Variance(statistics.median(within) if within else None, launches, rounds, n)
+
+
+def targets(out_dirs: list[Path]) -> float | None:
+    """The precision target the campaigns were run to (their saved --precision)."""
+    found = set()
+    for d in out_dirs:
+        try:
+            spec = json.loads((d / "campaign.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(spec, dict) and isinstance(spec.get("precision"), int | float):
+            found.add(float(spec["precision"]))
+    return min(found) if found else None
 
 
 def analyse(
@@ -163,15 +271,37 @@ def analyse(
 ) -> Analysis:
     """The analysis of one or more campaigns' results (e.g. the same matrix run locally
     and through Slurm, side by side)."""
-    records = []
+    records, skipped = [], []
     for out_dir in out_dirs:
-        found = results.load(out_dir)
+        loaded = results.load(out_dir)
+        found = loaded.records
+        skipped += loaded.problems
         if not found:
             raise KitError(
                 f"no trial records in {out_dir / results.FILE}; "
                 f"run 'kit run ... --out {out_dir}' first"
             )
         records += found
+    return summarise(
+        records,
+        ", ".join(str(d) for d in out_dirs),
+        confidence,
+        allow_mismatch,
+        targets(out_dirs),
+        skipped,
+    )
+
+
+def summarise(
+    records: list[dict],
+    label: str,
+    confidence: float = 0.95,
+    allow_mismatch: bool = False,
+    target: float | None = None,
+    skipped: list[str] | None = None,
+) -> Analysis:
+    """The analysis of trial records (a campaign in progress uses it to decide whether its
+    comparisons are precise enough)."""
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
@@ -192,17 +322,18 @@ def analyse(
     for key, by_rt in sorted(by_key.items(), key=lambda kv: tuple(vars(kv[0]).values())):
         order = sorted(by_rt, key=lambda n: (n != REFERENCE, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
-        if order[0] == REFERENCE:
-            for arm in arms[1:]:
-                _compare(
-                    arm,
-                    arms[0],
-                    rates(by_rt[arm.runtime]),
-                    rates(by_rt[REFERENCE]),
-                    confidence,
-                    allow_mismatch,
-                )
-        groups.append(Group(key, arms))
+        groups.append(Group(key, arms, variance(by_rt)))
+    family = [
+        (g, arm)
+        for g in groups
+        if g.arms[0].runtime == REFERENCE
+        for arm in g.arms[1:]
+        if _comparable(arm, g.arms[0], allow_mismatch)
+    ]
+    each = stats.family_confidence(confidence, len(family))
+    for g, arm in family:
+        by_rt = by_key[g.key]
+        _compare(arm, g.arms[0], by_rt[arm.runtime], by_rt[REFERENCE], each, target)
 
     scaling = []
     for key, by_rt in by_key.items():
@@ -243,7 +374,7 @@ def analyse(
             },
         )
     return Analysis(
-        out_dir=", ".join(str(d) for d in out_dirs),
+        out_dir=label,
         trials=len(records),
         ok=len(ok),
         not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],
@@ -260,6 +391,10 @@ def analyse(
         ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
         runtimes=runtimes,
+        comparisons=len(family),
+        each_confidence=each,
+        precision_target=target,
+        skipped=skipped or [],
     )
 
 

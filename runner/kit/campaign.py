@@ -15,6 +15,7 @@ import platform
 import random
 import shutil
 import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -22,11 +23,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import paths, results, slurm, trial
+from . import analysis, load, paths, results, slurm, stats, trial
 from .errors import KitError
 from .recipes import Recipe
 from .runtimes import Job, Runtime
-from .runtimes.base import first_line, user_env
+from .runtimes.base import user_env
 
 # benchmark name -> (script in benchmarks/, fixed arguments)
 BENCHES = {
@@ -130,24 +131,81 @@ def status(outcome: trial.Outcome) -> str:
     return outcome.status
 
 
+def plan_round(runtimes: list[str], configs: list[Config], r: int, warmups: int, seed: int):
+    """Round r: every runtime arm x configuration once, in an order seeded by (seed, r)."""
+    round_ = [(rt, c) for c in configs for rt in runtimes]
+    random.Random(f"{seed}:{r}").shuffle(round_)
+    return [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
+
+
 def plan(
     runtimes: list[str], configs: list[Config], repeats: int, warmups: int, seed: int
 ) -> list[Planned]:
-    rng = random.Random(seed)
-    out = []
-    for r in range(warmups + repeats):
-        round_ = [(rt, c) for c in configs for rt in runtimes]
-        rng.shuffle(round_)
-        out += [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
-    return out
+    """A fixed design: warm-up rounds, then `repeats` measured rounds."""
+    return [
+        p for r in range(warmups + repeats) for p in plan_round(runtimes, configs, r, warmups, seed)
+    ]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A precision-targeted campaign: rounds are added until every comparison's interval
+    (family-adjusted, at `confidence`) is within ±precision, or the budget is spent."""
+
+    precision: float  # relative half-width, e.g. 0.02
+    budget_s: float
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class Design:
+    runtimes: list[str]
+    configs: list[Config]
+    repeats: int  # measured rounds; with a Target, the fewest before the first check
+    warmups: int
+    seed: int
+    target: Target | None = None
+
+    def round(self, r: int) -> list[Planned]:
+        return plan_round(self.runtimes, self.configs, r, self.warmups, self.seed)
+
+    @property
+    def per_round(self) -> int:
+        return len(self.runtimes) * len(self.configs)
+
+
+def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
+    """Why a precision-targeted campaign stops after this round, or None to go on. Looks
+    only at the intervals' widths (stats.precise), never at their verdicts."""
+    t = design.target
+    if t is None:
+        return "" if rounds_done >= design.warmups + design.repeats else None
+    if rounds_done < design.warmups + design.repeats:
+        return None
+    a = analysis.summarise(records, "", t.confidence)
+    ratios = [arm.ratio for g in a.groups for arm in g.arms if arm.ratio is not None]
+    widths = ", ".join(
+        f"{arm.runtime} ±{arm.half_width:.1%}" for g in a.groups for arm in g.arms if arm.ratio
+    )
+    if ratios and stats.precise(ratios, t.precision):
+        return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({widths})"
+    spent = sum(r["wall_s"] for r in records)
+    per_round = spent / max(rounds_done, 1)
+    if spent + per_round > t.budget_s:
+        return (
+            f"budget {t.budget_s / 60:.0f} min spent after {rounds_done} rounds, precision "
+            f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
+        )
+    return None
 
 
 def start(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
     """The campaign id, and the plan indices already finished (with --resume)."""
     spec = json.loads(json.dumps(spec))
     path = out_dir / SPEC_FILE
+    results.writable(out_dir)
     if not resume:
-        if (out_dir / results.FILE).exists():
+        if (out_dir / results.FILE).stat().st_size:
             raise KitError(
                 f"{out_dir} already holds trials; pass --resume to continue that campaign "
                 "or choose another --out"
@@ -158,7 +216,7 @@ def start(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
         return campaign, set()
     if not path.is_file():
         raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
-    saved = json.loads(path.read_text())
+    saved = _saved_spec(path)
     campaign = saved.pop("campaign")
     changed = sorted(k for k in spec.keys() | saved.keys() if spec.get(k) != saved.get(k))
     if changed:
@@ -168,10 +226,24 @@ def start(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
         )
     done = {
         r["index"]
-        for r in results.load(out_dir)
-        if r.get("campaign") == campaign and r.get("status") in FINISHED
+        for r in results.load(out_dir).records
+        if r["campaign"] == campaign and r["status"] in FINISHED
     }
     return campaign, done
+
+
+def _saved_spec(path: Path) -> dict:
+    """The settings a campaign saved, or a KitError naming what is wrong with the file."""
+    try:
+        saved = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise KitError(
+            f"{path} cannot be read as a campaign ({e.__class__.__name__}); "
+            "start a new campaign with another --out"
+        ) from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
+        raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
+    return saved
 
 
 def host_info() -> dict:
@@ -202,20 +274,36 @@ def mpirun_for(recipe: Recipe, override: str | None) -> str:
     return recipe.mpi.spec.mpirun
 
 
+def launcher_version(mpirun: str) -> str:
+    """The launcher's version line: Open MPI's first line ("mpirun (Open MPI) 4.1.4"); for
+    MPICH's Hydra, whose first line is a heading, "HYDRA <its Version: field>"."""
+    try:
+        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    lines = [x.strip() for x in (p.stdout or p.stderr).splitlines() if x.strip()]
+    if lines and lines[0].startswith("HYDRA"):
+        version = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("Version:")), "")
+        return f"HYDRA {version}".strip()
+    return lines[0] if lines else "unknown"
+
+
 def execute(
     recipe: Recipe,
     variant: str,
     runtimes: list[Runtime],
-    trials: list[Planned],
+    design: Design,
     out_dir: Path,
     opts: Options,
     campaign: str,
     done: set[int],
-) -> None:
-    for p in trials:
-        if p.config.bench not in recipe.benchmarks:
+) -> str:
+    """Run the design's rounds (skipping finished trials), recording each trial as it ends;
+    returns why the campaign stopped."""
+    for c in design.configs:
+        if c.bench not in recipe.benchmarks:
             raise KitError(
-                f"image '{recipe.name}' has no benchmark '{p.config.bench}' "
+                f"image '{recipe.name}' has no benchmark '{c.bench}' "
                 f"(has: {', '.join(recipe.benchmarks)})"
             )
     mpirun = mpirun_for(recipe, opts.mpirun)
@@ -224,7 +312,7 @@ def execute(
         raise KitError(
             "--launcher slurm needs 'sbatch' on PATH (a Slurm client); or use --emit DIR"
         )
-    if local and any(p.config.ranks > 1 for p in trials) and shutil.which(mpirun) is None:
+    if local and any(c.ranks > 1 for c in design.configs) and shutil.which(mpirun) is None:
         raise KitError(
             f"more than one rank needs '{mpirun}' on PATH; install "
             f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
@@ -234,71 +322,118 @@ def execute(
         rt.check()
     prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
     versions = {rt.arm: rt.version() for rt in runtimes}
-    mpirun_version = first_line([mpirun, "--version"]) if shutil.which(mpirun) else "none"
+    mpirun_version = launcher_version(mpirun) if shutil.which(mpirun) else "none"
     host = host_info()
     env = user_env()
-    todo = [(i, p) for i, p in enumerate(trials) if i not in done]
+    records = [r for r in results.load(out_dir).records if r["campaign"] == campaign]
+    fixed = design.warmups + design.repeats
+    goal = (
+        f"{fixed} rounds"
+        if design.target is None
+        else f"rounds until ±{design.target.precision:.1%} or "
+        f"{design.target.budget_s / 60:.0f} min (at least {fixed})"
+    )
     print(
-        f"campaign {campaign}: {len(todo)} of {len(trials)} trials to run "
-        f"-> {out_dir / results.FILE}",
+        f"campaign {campaign}: {design.per_round} trials a round, {goal}, "
+        f"{len(done)} already done -> {out_dir / results.FILE}",
         file=sys.stderr,
     )
-    t_start = time.monotonic()
-    for n, (i, p) in enumerate(todo):
-        rt, prep, c = by_arm[p.runtime], prepared[p.runtime], p.config
-        name = f"kit-{campaign}-{i}"
-        started = datetime.now(UTC).isoformat(timespec="seconds")
-        job_info = None
-        if local:
-            job = trial_job(rt, prep, c, opts, mpirun, name, f"{time.time():.6f}")
-            argv = rt.command(prep, job)
-            outcome = trial.run(
-                argv, {**env, **rt.env}, opts.timeout, name, lambda rt=rt, job=job: rt.cleanup(job)
+    t_start, ran, r = time.monotonic(), 0, 0
+    total = None if design.target else fixed * design.per_round - len(done)
+    while (why := stop_reason(design, records, r)) is None:
+        for k, p in enumerate(design.round(r)):
+            i = r * design.per_round + k
+            if i in done:
+                continue
+            record = _one_trial(
+                recipe,
+                variant,
+                by_arm[p.runtime],
+                prepared[p.runtime],
+                p,
+                i,
+                opts,
+                (campaign, mpirun, mpirun_version, versions[p.runtime], host, env, local),
+                out_dir,
             )
-        else:
-            job = trial_job(rt, prep, c, opts, mpirun, name, slurm.LAUNCH_ARG)
-            path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
-            argv = ["sbatch", str(path)]
-            outcome, job_info = slurm.submit(path, output, {**env, **rt.env}, opts.timeout, name)
-        ended = status(outcome)
-        record = {
-            "schema": results.SCHEMA,
-            "campaign": campaign,
-            "index": i,
-            "warmup": p.warmup,
-            "repeat": p.repeat,
-            "runtime": rt.arm,
-            "runtime_kind": rt.name,
-            "runtime_version": versions[rt.arm],
-            "runtime_settings": list(rt.settings),
-            "runtime_args": job.extra,
-            "launcher": rt.launcher(c.ranks) if local else "slurm",
-            "slurm": job_info,
-            "mpirun": mpirun_version if c.ranks > 1 else None,
-            "ranks": c.ranks,
-            "bench": c.bench,
-            "model": c.model,
-            "batch_size": c.batch_size,
-            "data": c.data,
-            "bench_args": opts.bench_args,
-            "image": recipe.name,
-            "recipe_version": recipe.version,
-            "variant": variant,
-            "image_digest": prep.digest,
-            "image_ref": prep.ref,
-            "argv": argv,
-            "host": host,
-            "started": started,
-            "wall_s": round(outcome.wall_s, 4),
-            "status": ended,
-            "exit_code": outcome.exit_code,
-            "result": outcome.result,
-            "output_tail": outcome.output_tail if ended != "ok" else "",
-        }
-        results.append(out_dir, record)
-        _progress(n + 1, len(todo), record, time.monotonic() - t_start)
-        if outcome.status == "interrupted":
-            raise KeyboardInterrupt
+            records.append(record)
+            ran += 1
+            _progress(ran, total, record, time.monotonic() - t_start, r)
+            if record["status"] == "interrupted":
+                raise KeyboardInterrupt
+        r += 1
+    summary = why or f"{fixed} rounds done"
+    print(f"campaign {campaign}: {summary}", file=sys.stderr)
+    return summary
+
+
+def _one_trial(
+    recipe: Recipe,
+    variant: str,
+    rt: Runtime,
+    prep,
+    p: Planned,
+    i: int,
+    opts: Options,
+    ctx: tuple,
+    out_dir: Path,
+) -> dict:
+    """Run one trial and file its record the moment it ends."""
+    campaign, mpirun, mpirun_version, version, host, env, local = ctx
+    c = p.config
+    name = f"kit-{campaign}-{i}"
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    job_info = None
+    before = load.sample()
+    if local:
+        job = trial_job(rt, prep, c, opts, mpirun, name, f"{time.time():.6f}")
+        argv = rt.command(prep, job)
+        outcome = trial.run(argv, {**env, **rt.env}, opts.timeout, name, lambda: rt.cleanup(job))
+    else:
+        job = trial_job(rt, prep, c, opts, mpirun, name, slurm.LAUNCH_ARG)
+        path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
+        argv = ["sbatch", str(path)]
+        outcome, job_info = slurm.submit(path, output, {**env, **rt.env}, opts.timeout, name)
+    host_load = load.during(before, load.sample(), outcome.wall_s, own=rt.in_tree and local)
+    ended = status(outcome)
+    record = {
+        "schema": results.SCHEMA,
+        "campaign": campaign,
+        "index": i,
+        "warmup": p.warmup,
+        "repeat": p.repeat,
+        "runtime": rt.arm,
+        "runtime_kind": rt.name,
+        "runtime_version": version,
+        "runtime_settings": list(rt.settings),
+        "runtime_args": job.extra,
+        "launcher": rt.launcher(c.ranks) if local else "slurm",
+        "slurm": job_info,
+        "mpirun": mpirun_version if c.ranks > 1 else None,
+        "ranks": c.ranks,
+        "bench": c.bench,
+        "model": c.model,
+        "batch_size": c.batch_size,
+        "data": c.data,
+        "bench_args": opts.bench_args,
+        "image": recipe.name,
+        "recipe_version": recipe.version,
+        "variant": variant,
+        "image_digest": prep.digest,
+        "image_ref": prep.ref,
+        "argv": argv,
+        "host": host,
+        "host_load": host_load,
+        "started": started,
+        "wall_s": round(outcome.wall_s, 4),
+        "status": ended,
+        "exit_code": outcome.exit_code,
+        "result": outcome.result,
+        "output_tail": outcome.output_tail if ended != "ok" else "",
+        "stuck": list(outcome.stuck),
+    }
+    results.append(out_dir, record)
+    return record
 
 
 def trial_job(
@@ -361,19 +496,23 @@ def _figure(record: dict) -> str:
     return f"{r['images_per_sec']:.1f} images/s"
 
 
-def _progress(done: int, total: int, record: dict, elapsed: float) -> None:
-    eta = elapsed / done * (total - done)
+def _progress(done: int, total: int | None, record: dict, elapsed: float, r: int) -> None:
     tag = " (warm-up)" if record["warmup"] else ""
     what = (
         record["bench"]
         if record["bench"] in SWEEPS
         else (f"{record['model']} bs={record['batch_size']} {record['data']}")
     )
-    filled = round(20 * done / total)
+    if total:
+        eta = elapsed / done * (total - done)
+        filled = round(20 * done / total)
+        head = f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total}"
+        tail = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s"
+    else:
+        head, tail = f"round {r} trial {done}", f"; {elapsed // 60:.0f} min {elapsed % 60:02.0f} s"
     print(
-        f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} {record['runtime']:<12} "
-        f"np={record['ranks']} {what}: {_figure(record)}{tag} "
-        f"in {record['wall_s']:.1f} s; ETA {eta // 60:.0f} min {eta % 60:02.0f} s",
+        f"{head} {record['runtime']:<12} np={record['ranks']} {what}: {_figure(record)}{tag} "
+        f"in {record['wall_s']:.1f} s{tail}",
         file=sys.stderr,
         flush=True,
     )

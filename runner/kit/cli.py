@@ -3,6 +3,8 @@
 import argparse
 import dataclasses
 import json
+import math
+import os
 import signal
 import sys
 from datetime import datetime
@@ -160,11 +162,34 @@ def _interrupt(_sig: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _checked_numbers(a: argparse.Namespace) -> None:
+    """Every numeric option of kit run in range, before anything runs (--dry-run too)."""
+    for flag, value, low in (
+        ("--repeats", a.repeats, 1),
+        ("--warmup-trials", a.warmup_trials, 0),
+        ("--steps", a.steps, 1),
+        ("--warmup-steps", a.warmup_steps, 0),
+    ):
+        if value < low:
+            raise KitError(f"{flag} {value} must be at least {low}")
+    if not 0 < a.timeout < math.inf:
+        raise KitError(f"--timeout {a.timeout} must be a positive number of seconds, e.g. 600")
+    if not 0 <= a.min_time < math.inf:
+        raise KitError(f"--min-time {a.min_time} must be 0 (off) or a number of seconds")
+    if not 0.5 <= a.confidence < 1:
+        raise KitError(f"--confidence {a.confidence} must be at least 0.5 and below 1, e.g. 0.95")
+
+
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, paths, recipes, runtimes, slurm
+    from . import campaign, paths, recipes, runtimes, slurm, units
 
     r = recipes.load(a.image)
+    if a.variant not in r.variants:
+        raise KitError(
+            f"--variant '{a.variant}': image '{r.name}' has {', '.join(r.variants)}; pick one"
+        )
     chosen = runtimes.parse(a.runtime)
+    _checked_numbers(a)
     benches = _names("--bench", a.bench) if a.bench else [r.benchmarks[0]]
     models = _names("--model", a.model)
     data = _names("--data", a.data)
@@ -189,18 +214,38 @@ def cmd_run(a: argparse.Namespace) -> None:
     if (a.emit or a.slurm_config) and a.launcher != "slurm":
         raise KitError("--emit and --slurm-config go with --launcher slurm")
     site = slurm.load_site(a.slurm_config) if a.launcher == "slurm" else None
-    if a.repeats < 1:
-        raise KitError(f"--repeats {a.repeats} must be at least 1")
-    configs = campaign.configs(
-        benches, models, _ints("--batch-size", a.batch_size), _ints("--np", a.np), data
+    ranks = _ints("--np", a.np)
+    cores = os.cpu_count() or 1
+    if a.launcher == "local" and max(ranks) > cores:
+        raise KitError(
+            f"--np {max(ranks)} is more ranks than this host's {cores} cores; "
+            "use at most that many locally, or --launcher slurm for more nodes"
+        )
+    target = None
+    if a.precision is not None:
+        if "native" not in [rt.arm for rt in chosen]:
+            raise KitError("--precision compares every arm with native: add native to --runtime")
+        budget = units.duration("--budget", a.budget or "30m")
+        target = campaign.Target(units.percent("--precision", a.precision), budget, a.confidence)
+    elif a.budget is not None:
+        raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
+    runtime_args = _runtime_args(a.runtime_arg, chosen)
+    configs = campaign.configs(benches, models, _ints("--batch-size", a.batch_size), ranks, data)
+    design = campaign.Design(
+        [rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed, target
     )
-    trials = campaign.plan([rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed)
+    trials = campaign.plan(design.runtimes, configs, a.repeats, a.warmup_trials, a.seed)
     if a.dry_run:
         for i, t in enumerate(trials):
             c = t.config
             print(
                 f"{i:4d} {t.runtime:<12} {c.bench} {c.model} bs={c.batch_size} {c.data} "
                 f"np={c.ranks}{' warm-up' if t.warmup else ''}"
+            )
+        if target:
+            print(
+                f"then a round at a time until every comparison is within "
+                f"±{target.precision:.1%} or {target.budget_s / 60:.0f} min are spent"
             )
         return
     if a.resume and a.out is None:
@@ -209,16 +254,13 @@ def cmd_run(a: argparse.Namespace) -> None:
     data_dir = None
     if "real" in data:
         data_dir = str((a.data_dir or paths.cache_dir() / "datasets").resolve())
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KitError(f"--data-dir '{data_dir}' cannot be made: {e.strerror}") from None
+    bench_args = [*a.bench_arg, *(["--min-time", f"{a.min_time:g}"] if a.min_time else [])]
     opts = campaign.Options(
-        a.steps,
-        a.warmup_steps,
-        a.timeout,
-        a.mpirun,
-        _runtime_args(a.runtime_arg, chosen),
-        a.bench_arg,
-        data_dir,
-        site,
+        a.steps, a.warmup_steps, a.timeout, a.mpirun, runtime_args, bench_args, data_dir, site
     )
     if a.emit:
         scripts = campaign.emit(r, a.variant, chosen, trials, a.emit, opts)
@@ -233,13 +275,17 @@ def cmd_run(a: argparse.Namespace) -> None:
         "image": r.name,
         "recipe_version": r.version,
         "variant": a.variant,
-        "runtimes": [rt.arm for rt in chosen],
+        "runtimes": design.runtimes,
         "configs": [dataclasses.asdict(c) for c in configs],
         "repeats": a.repeats,
         "warmup_trials": a.warmup_trials,
         "seed": a.seed,
         "steps": a.steps,
         "warmup_steps": a.warmup_steps,
+        "min_time": a.min_time,
+        "precision": target.precision if target else None,
+        "budget_s": target.budget_s if target else None,
+        "confidence": a.confidence,
         "runtime_args": opts.runtime_args,
         "bench_args": opts.bench_args,
         "data_dir": data_dir,
@@ -248,7 +294,7 @@ def cmd_run(a: argparse.Namespace) -> None:
     }
     signal.signal(signal.SIGTERM, _interrupt)
     campaign_id, done = campaign.start(out, spec, a.resume)
-    campaign.execute(r, a.variant, chosen, trials, out, opts, campaign_id, done)
+    campaign.execute(r, a.variant, chosen, design, out, opts, campaign_id, done)
     print(out)
 
 
@@ -263,7 +309,7 @@ def cmd_report(a: argparse.Namespace) -> None:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
     path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch)
-    if a.format == "html":
+    if a.format == "html" and path is not None:
         print(path)
     else:
         sys.stdout.write(text)
@@ -411,6 +457,32 @@ def parser() -> argparse.ArgumentParser:
         "a 95%% interval of a median needs at least 6)",
     )
     s.add_argument(
+        "--precision",
+        metavar="PCT",
+        help="keep adding rounds until every comparison with native is known to within "
+        "±PCT (e.g. 2%%), or --budget is spent; --repeats is then the fewest rounds",
+    )
+    s.add_argument(
+        "--budget",
+        metavar="TIME",
+        help="with --precision: the most wall time to spend, e.g. 30m, 90s, 1h (default 30m)",
+    )
+    s.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="with --precision: the confidence the whole report's verdicts hold at "
+        "(default: %(default)s)",
+    )
+    s.add_argument(
+        "--min-time",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="each training trial times at least --steps steps and at least this long "
+        "(more steps if needed; 0: off, the default)",
+    )
+    s.add_argument(
         "--warmup-trials", type=int, default=1, help="discarded rounds first (default: %(default)s)"
     )
     s.add_argument(
@@ -501,6 +573,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         sys.stderr.close()
         return 0
+    except OSError as e:  # a file or folder the user named cannot be used
+        where = f"'{e.filename}': " if e.filename else ""
+        print(
+            f"kit: error: {where}{e.strerror or e}; check the path and its permissions",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

@@ -42,6 +42,11 @@ def _run(args: list[str], timeout: float | None = None) -> subprocess.CompletedP
         raise KitError(
             f"no docker client '{docker()}' on PATH; install docker.io or run ci/provision"
         ) from None
+    except OSError as e:
+        raise KitError(
+            f"docker client '{docker()}' cannot be run ({e.strerror}); "
+            "set KIT_DOCKER to a working docker client"
+        ) from None
 
 
 def server_version() -> str:
@@ -62,7 +67,10 @@ def inspect(ref: str) -> dict | None:
     """`docker image inspect` of ref, or None when there is no such image."""
     p = _run(["image", "inspect", ref])
     if p.returncode != 0:
-        return None
+        if "no such image" in p.stderr.lower():
+            return None
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"the Docker engine did not answer ({tail}); start dockerd or ci/provision")
     return json.loads(p.stdout)[0]
 
 

@@ -5,29 +5,35 @@ import dataclasses
 import html
 import io
 import json
+import sys
 from pathlib import Path
 
 from . import analysis, plots, stats
-from .analysis import REFERENCE, Analysis, Arm, Key
+from .analysis import REFERENCE, Analysis, Arm, Group, Key
 
 FORMATS = ("md", "csv", "json", "html")
 
 NOTES = (
-    "Intervals: order statistics for medians; seeded percentile bootstrap for the "
-    "ratio of medians (and for scaling efficiency). † fewer trials than the interval "
-    "needs: the range shown is min to max. 'Detectable' is the smallest difference "
-    f"this campaign's own spread would reveal with {stats.POWER:.0%} power: "
-    "'no significant difference' means no difference larger than that. Start-up is "
-    "launch to first finished step, reported apart from throughput. Scaling "
-    "efficiency is throughput at N ranks over N times one rank's (per-rank batch "
-    "size fixed). I/O overhead is (synthetic - real) / synthetic images/s."
+    "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
+    "Ratios to native: paired by round (every arm runs once per round, in a seeded random "
+    "order), the median of the per-round ratios with its exact sign-test interval; "
+    "unpaired (seeded percentile bootstrap of the ratio of medians) only where too few "
+    "rounds have both arms. The verdicts form one family: each ratio's interval is "
+    "Bonferroni-adjusted over the report's comparisons, so all verdicts hold together at "
+    "the stated confidence; other intervals are each at that confidence. † fewer trials "
+    "than the interval needs at its confidence: the range shown is min to max. "
+    "'Detectable' is the smallest difference this campaign's own spread would reveal "
+    f"with {stats.POWER:.0%} power: 'no significant difference' means no difference "
+    "larger than that. Start-up is launch to first finished step, reported apart from "
+    "throughput. Scaling efficiency is throughput at N ranks over N times one rank's "
+    "(per-rank batch size fixed). I/O overhead is (synthetic - real) / synthetic images/s."
 )
 
 
 def _iv(iv: stats.Interval | None, digits: int) -> str:
     if iv is None:
         return "n/a"
-    mark = "" if iv.coverage >= 0.95 else "†"
+    mark = "†" if iv.short else ""
     return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
 
 
@@ -54,13 +60,29 @@ COLUMNS = [
     "n",
     "images/s median [CI]",
     f"vs {REFERENCE} [CI]",
+    "± (precision)",
+    "pairing",
     "detectable",
     "verdict",
     "start-up s [CI]",
+    "host load / other CPU",
     "peak RSS MB",
     "framework",
     "MPI library",
 ]
+
+
+def _precision(arm: Arm) -> str:
+    if arm.half_width is None:
+        return "n/a"
+    return _pct(arm.half_width) + (f" ({arm.precision})" if arm.precision else "")
+
+
+def _load(arm: Arm) -> str:
+    if "loadavg_1m" not in arm.load:
+        return "n/a"
+    other = arm.load.get("other_cpu_pct")
+    return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
 
 
 def _row(arm: Arm) -> list[str]:
@@ -69,21 +91,53 @@ def _row(arm: Arm) -> list[str]:
         str(arm.n),
         _iv(arm.rate, 1),
         _ratio(arm),
+        _precision(arm),
+        arm.method or "-",
         _pct(arm.detectable),
         arm.verdict,
         _iv(arm.startup, 2),
+        _load(arm),
         f"{arm.peak_rss_mb:.0f}",
         arm.framework,
         arm.mpi,
     ]
 
 
+def _spread(g: Group) -> str:
+    """The group's variance decomposition, as one sentence."""
+    v = g.variance
+    if v is None or v.rounds < 2:
+        return ""
+    parts = [
+        f"{name} {_pct(x)}"
+        for name, x in (
+            ("within a trial", v.within_trial),
+            ("between launches", v.between_launches),
+            ("drift across rounds", v.across_rounds),
+        )
+        if x is not None
+    ]
+    return f"Spread of one trial's figure (relative SD, {v.rounds} complete rounds): " + (
+        ", ".join(parts) + "."
+    )
+
+
 def _header(a: Analysis) -> str:
-    h = a.host
+    h = {k: a.host.get(k, "?") for k in ("cpu_model", "cores", "kernel")}
+    skipped = f" {len(a.skipped)} unreadable lines skipped." if a.skipped else ""
+    family = (
+        f" Confidence {a.confidence:.0%} for all {a.comparisons} comparisons together "
+        f"(Bonferroni: each at {a.each_confidence:.2%})."
+        if a.comparisons > 1
+        else f" Confidence {a.confidence:.0%}."
+    )
+    target = (
+        f" Precision target ±{a.precision_target:.1%}." if a.precision_target is not None else ""
+    )
     return (
         f"{a.trials} trials: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
-        f"(discarded). Host: {h['cpu_model']}, {h['cores']} cores, kernel {h['kernel']}. "
-        f"Confidence {a.confidence:.0%}."
+        f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
+        f"{h['kernel']}.{family}{target}"
     )
 
 
@@ -196,6 +250,8 @@ def markdown(a: Analysis) -> str:
     lines = [f"# kit report: {a.out_dir}", "", _header(a), ""]
     for g in a.groups:
         lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
+        if _spread(g):
+            lines += [_spread(g), ""]
     for title, columns, rows in _sections(a):
         lines += [f"## {title}", "", *_md_table(columns, rows), ""]
     if a.not_ok:
@@ -223,8 +279,11 @@ def _csv(a: Analysis) -> str:
             "ratio",
             "ratio_low",
             "ratio_high",
+            "half_width",
+            "pairing",
             "detectable",
             "verdict",
+            "precision",
             "startup_s",
             "peak_rss_mb",
             "framework",
@@ -253,8 +312,11 @@ def _csv(a: Analysis) -> str:
                         if r is None
                         else (f"{r.value:.5f}", f"{r.low:.5f}", f"{r.high:.5f}")
                     ),
+                    "" if x.half_width is None else f"{x.half_width:.5f}",
+                    x.method,
                     "" if x.detectable is None else f"{x.detectable:.5f}",
                     x.verdict,
+                    x.precision,
                     f"{x.startup.value:.4g}",
                     f"{x.peak_rss_mb:.1f}",
                     x.framework,
@@ -287,6 +349,7 @@ def _html(a: Analysis) -> str:
         parts += [
             f"<h2>{html.escape(_title(g.key))}</h2>",
             _html_table(COLUMNS, [_row(x) for x in g.arms]),
+            f"<p>{html.escape(_spread(g))}</p>" if _spread(g) else "",
         ]
     for title, columns, rows in _sections(a):
         parts += [f"<h2>{html.escape(title)}</h2>", _html_table(columns, rows)]
@@ -327,9 +390,14 @@ def render(a: Analysis, fmt: str) -> str:
 
 def write(
     out_dirs: list[Path], fmt: str, confidence: float, allow_mismatch: bool
-) -> tuple[Path, str]:
-    """Render the report of results directories, filed in the first as report.FMT."""
+) -> tuple[Path | None, str]:
+    """Render the report of results directories, filed in the first as report.FMT
+    (None: that folder is not writable, so the caller prints the text instead)."""
     text = render(analysis.analyse(out_dirs, confidence, allow_mismatch), fmt)
     path = out_dirs[0] / f"report.{fmt}"
-    path.write_text(text)
+    try:
+        path.write_text(text)
+    except OSError as e:
+        print(f"kit: warning: cannot write {path} ({e.strerror}); printing it", file=sys.stderr)
+        return None, text
     return path, text

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +34,34 @@ class Outcome:
     wall_s: float
     result: dict | None
     output_tail: str
+    stuck: tuple[dict, ...] = ()  # on timeout: the processes still running, ranks first
+
+
+RANK_VARS = (b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK=", b"SLURM_PROCID=")
+
+
+def describe(pid: int) -> dict | None:
+    """Rank (from the launcher's environment, if readable), command and CPU seconds of pid."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        environ = (proc / "environ").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return None
+    rank = next(
+        (int(v.split(b"=", 1)[1]) for v in environ for p in RANK_VARS if v.startswith(p)), None
+    )
+    cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return {"pid": pid, "rank": rank, "cpu_s": round(cpu_s, 1), "command": cmd.strip()[:200]}
+
+
+def still_running(tree: "Tree") -> tuple[dict, ...]:
+    """What a timed-out trial was still doing: ranks (in rank order), then their launchers."""
+    tree.scan()
+    found = [d for pid in [tree.root, *tree.alive()] if (d := describe(pid))]
+    found.sort(key=lambda d: (d["rank"] is None, d["rank"] or 0, d["pid"]))
+    return tuple(found)
 
 
 def parse_result(stdout: str) -> dict | None:
@@ -146,11 +175,19 @@ def run(
         )
         tree = Tree(proc.pid)
         tree.start()
-        status = None
+        status, stuck = None, ()
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            status = "timeout"
+            status, stuck = "timeout", still_running(tree)
+            ranks = sorted({d["rank"] for d in stuck if d["rank"] is not None})
+            print(
+                f"kit: trial {marker} timed out after {timeout:g} s; still running: "
+                + (f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(stuck)} processes")
+                + "; stopping it",
+                file=sys.stderr,
+                flush=True,
+            )
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
@@ -164,4 +201,4 @@ def run(
     if status is None:
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
     tail = "\n".join((stderr + stdout).strip().splitlines()[-20:])
-    return Outcome(status, proc.returncode, wall, result, tail)
+    return Outcome(status, proc.returncode, wall, result, tail, stuck)

@@ -10,7 +10,7 @@ TRAIN = {
     "image": "native", "ranks": 2, "hosts": ["vm"], "startup_s": 1.5, "model": "tiny",
     "batch_size": 32, "data": "synthetic", "task": "throughput", "dist": "ddp",
     "precision": "fp32", "data_format": "nchw", "threads_per_rank": 1, "warmup_steps": 5,
-    "steps": 2, "images_per_sec": 100.0, "images_per_sec_per_rank": [50.0, 50.0],
+    "steps": 2, "min_time_s": 0.0, "images_per_sec": 100.0, "images_per_sec_per_rank": [50.0, 50.0],
     "peak_rss_mb": [300.0, 301.0], "step_times_s": [0.6, 0.7], "loss": [2.3, 2.2],
 }  # fmt: skip
 MPI = {

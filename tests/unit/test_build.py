@@ -96,7 +96,8 @@ def test_unpullable_base_is_a_clear_error(kit_root, mini, tmp_path, monkeypatch)
     """A registry-less engine: inspect finds nothing and pull fails with its reason."""
     fake = tmp_path / "docker"
     fake.write_text(
-        '#!/bin/sh\n[ "$1" = pull ] && echo "dial tcp: lookup: no such host" >&2\nexit 1\n'
+        '#!/bin/sh\n[ "$1" = pull ] && echo "dial tcp: lookup: no such host" >&2\n'
+        '[ "$1" = image ] && echo "Error: No such image: $3" >&2\nexit 1\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("KIT_DOCKER", str(fake))

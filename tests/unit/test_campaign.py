@@ -7,6 +7,8 @@ import pytest
 from kit import campaign, results
 from kit.errors import KitError
 
+from .records import record
+
 SPEC = {"image": "pytorch-mpich", "runtimes": ["native", "docker"], "repeats": 2, "seed": 0}
 
 
@@ -33,14 +35,14 @@ def test_new_campaign_writes_its_spec(tmp_path):
 def test_resume_skips_finished_and_reruns_cut_trials(tmp_path):
     cid, _ = campaign.start(tmp_path, SPEC, resume=False)
     for i, status in enumerate(["ok", "failed", "timeout", "interrupted", "ok"]):
-        results.append(tmp_path, {"campaign": cid, "index": i, "status": status})
-    results.append(tmp_path, {"campaign": "other", "index": 7, "status": "ok"})
+        results.append(tmp_path, record("native", 1.0, campaign=cid, index=i, status=status))
+    results.append(tmp_path, record("native", 1.0, campaign="other", index=7))
     assert campaign.start(tmp_path, SPEC, resume=True) == (cid, {0, 1, 4})
 
 
 def test_refuses_to_mix_or_change_campaigns(tmp_path):
     campaign.start(tmp_path, SPEC, resume=False)
-    results.append(tmp_path, {"campaign": "x", "index": 0, "status": "ok"})
+    results.append(tmp_path, record("native", 1.0, campaign="x"))
     with pytest.raises(KitError, match=r"already holds trials; pass --resume"):
         campaign.start(tmp_path, SPEC, resume=False)
     with pytest.raises(KitError, match=r"these differ from .*campaign\.json: repeats, seed"):

@@ -33,6 +33,20 @@ def kit(*args, env=None):
         (["run", "pytorch-mpich", "--data", "disk"], "--data 'disk' must be synthetic, real"),
         (["run", "pytorch-mpich", "--launcher", "pbs", "--dry-run"], "--launcher 'pbs' must be"),
         (["run", "pytorch-mpich", "--emit", "d", "--dry-run"], "go with --launcher slurm"),
+        (["run", "pytorch-mpich", "--timeout", "-5", "--dry-run"], "--timeout -5.0 must be a pos"),
+        (["run", "pytorch-mpich", "--warmup-trials", "-1", "--dry-run"], "must be at least 0"),
+        (["run", "pytorch-mpich", "--steps", "0", "--dry-run"], "--steps 0 must be at least 1"),
+        (["run", "pytorch-mpich", "--np", "100000", "--dry-run"], "--np 100000 is more ranks"),
+        (["run", "pytorch-mpich", "--variant", "rocm", "--dry-run"], "--variant 'rocm': image"),
+        (["run", "pytorch-mpich", "--precision", "2", "--dry-run"], "--precision '2' must be a"),
+        (["run", "pytorch-mpich", "--precision", "2%", "--budget", "soon", "--dry-run"], "--bud"),
+        (["run", "pytorch-mpich", "--budget", "30m", "--dry-run"], "--budget goes with --prec"),
+        (
+            ["run", "pytorch-mpich", "--runtime", "docker", "--precision", "2%", "--dry-run"],
+            "--precision compares every arm with native: add native to --runtime",
+        ),
+        (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1.0 must be"),
+        (["run", "pytorch-mpich", "--out", "/proc/version"], "--out '/proc/version' is a file"),
     ],
 )
 def test_user_errors(args, message):
@@ -73,3 +87,12 @@ def test_dry_run_interleaves_with_warmup_first():
     assert p.returncode == 0 and len(lines) == 12
     assert all("warm-up" in x for x in lines[:4])
     assert not any("warm-up" in x for x in lines[4:])
+
+
+def test_precision_dry_run_says_how_it_ends():
+    p = kit("run", "pytorch-mpich", "--runtime", "native,docker", "--precision", "2%",
+            "--budget", "20m", "--repeats", "3", "--dry-run")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == (
+        "then a round at a time until every comparison is within ±2.0% or 20 min are spent"
+    )

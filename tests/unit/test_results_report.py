@@ -1,6 +1,5 @@
 """The results store survives a cut-off write; the report summarises rates honestly."""
 
-import copy
 import csv
 import io
 import json
@@ -12,41 +11,18 @@ import pytest
 from kit import analysis, report, results
 from kit.errors import KitError
 
-BASE = {
-    "schema": results.SCHEMA,
-    "warmup": False,
-    "status": "ok",
-    "image": "pytorch-mpich",
-    "bench": "torch-cnn",
-    "model": "tiny",
-    "batch_size": 32,
-    "ranks": 2,
-    "index": 0,
-    "exit_code": 0,
-    "runtime_settings": ["--ipc=host"],
-    "runtime_version": "x",
-    "host": {"cpu_model": "cpu", "cores": 2, "kernel": "6"},
-}
+from .records import record
 
 
-def record(runtime, rate, startup=1.0, **kw):
-    r = copy.deepcopy(BASE) | {"runtime": runtime} | kw
-    r["result"] = {
-        "images_per_sec": rate,
-        "startup_s": startup,
-        "framework_version": "1.13",
-        "mpi_library": "MPICH 4.0.2",
-    }
-    return r
-
-
-def test_append_load_and_cut_off_line(tmp_path, capsys):
-    results.append(tmp_path, {"a": 1})
-    results.append(tmp_path, {"a": 2})
+def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
+    results.append(tmp_path, record("native", 1.0, index=0))
     with open(tmp_path / results.FILE, "a") as f:
-        f.write('{"a": 3, "cut')
-    assert results.load(tmp_path) == [{"a": 1}, {"a": 2}]
-    assert "trials.jsonl:3 is not a complete record" in capsys.readouterr().err
+        f.write('{"index": 1, "cut')
+    results.append(tmp_path, record("native", 2.0, index=2))
+    loaded = results.load(tmp_path)
+    assert [r["index"] for r in loaded.records] == [0, 2]
+    assert loaded.problems == [f"{tmp_path / results.FILE}:2: not a JSON line"]
+    assert "trials.jsonl:2: not a JSON line (skipped)" in capsys.readouterr().err
 
 
 def md(out_dir, **kw):
@@ -166,8 +142,7 @@ def test_io_overhead_from_real_and_synthetic_data(tmp_path):
 
 
 def mpi_record(runtime, scale, ranks=2):
-    r = copy.deepcopy(BASE) | {"runtime": runtime, "bench": "mpi", "model": "-", "batch_size": 0}
-    r["ranks"] = ranks
+    r = record(runtime, 0.0, bench="mpi", model="-", batch_size=0, ranks=ranks)
     r["result"] = {
         "framework_version": "3.1.4",
         "mpi_library": "MPICH 4.0.2",

@@ -12,8 +12,9 @@ from kit import trial
 # and an emptied environment, so only watching the tree can find it.
 ESCAPER = r"""
 import os, subprocess, sys, time
-subprocess.Popen(["setsid", "env", "-i", sys.executable, "-c",
-                  "import time; time.sleep(300)"])
+child = subprocess.Popen(["setsid", "env", "-i", sys.executable, "-c",
+                          "import time; time.sleep(300)"])
+open(sys.argv[2], "w").write(f"{os.getpid()} {child.pid}")
 print('{"schema": "kit.bench/2", "images_per_sec": 1.0}', flush=True)
 time.sleep(float(sys.argv[1]))
 """
@@ -23,28 +24,31 @@ def alive(pids):
     return [p for p in pids if trial._stat(p) is not None]
 
 
-def run_escaper(sleep_s, timeout, marker):
+def run_escaper(sleep_s, timeout, marker, tmp_path):
+    """Run the escaper as a rank 0 would be; every process it started must be gone after."""
     cleaned = []
+    pids = tmp_path / "pids"
     out = trial.run(
-        [sys.executable, "-c", ESCAPER, str(sleep_s)],
-        dict(os.environ),
+        [sys.executable, "-c", ESCAPER, str(sleep_s), str(pids)],
+        {**os.environ, "PMI_RANK": "0"},
         timeout,
         marker,
         lambda: cleaned.append(True),
     )
+    started = [int(p) for p in pids.read_text().split()]
+    time.sleep(0.3)
+    assert alive(started) == [], "a process the trial started is still running"
     return out, cleaned
 
 
-def test_ok_trial_parses_record_and_reaps_escaped_child():
-    out, cleaned = run_escaper(1.0, 30, "t-ok")
-    assert out.status == "ok"
+def test_ok_trial_parses_record_and_reaps_escaped_child(tmp_path):
+    out, cleaned = run_escaper(1.0, 30, "t-ok", tmp_path)
+    assert out.status == "ok" and out.stuck == ()
     assert out.result == {"schema": "kit.bench/2", "images_per_sec": 1.0}
     assert cleaned == [True]
-    time.sleep(0.2)
-    assert not trial.marked("t-ok")
 
 
-def test_timeout_stops_whole_tree():
+def test_timeout_stops_whole_tree(tmp_path, capsys):
     t0 = time.monotonic()
     tree_seen = []
     real_stop = trial.stop
@@ -55,20 +59,23 @@ def test_timeout_stops_whole_tree():
 
     trial.stop = spy
     try:
-        out, cleaned = run_escaper(300, 2, "t-timeout")
+        out, cleaned = run_escaper(300, 2, "t-timeout", tmp_path)
     finally:
         trial.stop = real_stop
     assert out.status == "timeout"
+    # what was still running is named: the rank first (from the launcher's environment)
+    assert out.stuck[0]["rank"] == 0 and "import os, subprocess" in out.stuck[0]["command"]
+    assert "timed out after 2 s; still running: ranks 0; stopping it" in capsys.readouterr().err
     assert time.monotonic() - t0 < 15
     assert tree_seen  # the escaped sleeper (setsid and env exec in place)
     assert alive(tree_seen) == []
     assert cleaned == [True]
 
 
-def test_interrupt_stops_whole_tree_and_reports_interrupted():
+def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
     timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
-    out, cleaned = run_escaper(300, 60, "t-int")
+    out, cleaned = run_escaper(300, 60, "t-int", tmp_path)
     assert out.status == "interrupted"
     assert cleaned == [True]
 

@@ -20,6 +20,7 @@ class Docker(Runtime):
     name = "docker"
     tool = "docker"
     fix = "install docker.io and start dockerd (as root: ci/provision)"
+    in_tree = False
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
