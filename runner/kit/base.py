@@ -41,7 +41,7 @@ def make(distro: str, mirror: str | None, force: bool) -> str:
         print(f"{tag} already exists (use --force to remake it)")
         return tag
     if os.geteuid() != 0:
-        raise KitError("kit base runs debootstrap, which needs root: run 'sudo kit base'")
+        raise KitError("kit base runs debootstrap, which needs root: run 'kit base' as root")
     debootstrap = which("debootstrap", "install it: apt-get install debootstrap")
     mirror = mirror or host_mirror()
     t0 = time.monotonic()

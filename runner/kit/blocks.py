@@ -5,6 +5,7 @@ renderers in render.py turn the same primitives into a Dockerfile and an
 Apptainer definition, so the two can never disagree on content.
 """
 
+import shlex
 from dataclasses import dataclass
 
 from .recipes import Recipe
@@ -151,7 +152,7 @@ def mpi_select(r: Recipe) -> Shell:
 def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     options = [a for a in args if a.startswith("--")]
     packages = [a for a in args if not a.startswith("--")]
-    prefix = " ".join(f"{k}={v}" for k, v in (("MPICC", r.mpi.spec.mpicc), *env))
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (("MPICC", r.mpi.spec.mpicc), *env))
     return (
         f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"
         ' ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'

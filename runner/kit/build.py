@@ -68,7 +68,7 @@ def ensure_base(recipe: Recipe, variant: str) -> None:
         return
     if recipe.local_base:
         raise KitError(
-            f"base image {base} is missing; make it with: sudo kit base --suite {recipe.distro}"
+            f"base image {base} is missing; make it as root with: kit base --suite {recipe.distro}"
         )
     print(f"pulling {base} (the {variant} variant builds on it)", flush=True)
     p = subprocess.run([engine.docker(), "pull", base], capture_output=True, text=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import analysis, load, paths, results, slurm, stats, trial
 from .errors import KitError
+from .proc import version_line
 from .recipes import Recipe
 from .runtimes import Job, Runtime
 from .runtimes.base import user_env
@@ -275,17 +276,12 @@ def mpirun_for(recipe: Recipe, override: str | None) -> str:
 
 
 def launcher_version(mpirun: str) -> str:
-    """The launcher's version line: Open MPI's first line ("mpirun (Open MPI) 4.1.4"); for
-    MPICH's Hydra, whose first line is a heading, "HYDRA <its Version: field>"."""
+    """The host launcher's version line (for MPICH, Hydra's Version field)."""
     try:
         p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    lines = [x.strip() for x in (p.stdout or p.stderr).splitlines() if x.strip()]
-    if lines and lines[0].startswith("HYDRA"):
-        version = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("Version:")), "")
-        return f"HYDRA {version}".strip()
-    return lines[0] if lines else "unknown"
+    return version_line(p.stdout or p.stderr)
 
 
 def execute(
@@ -327,17 +323,16 @@ def execute(
     env = user_env()
     records = [r for r in results.load(out_dir).records if r["campaign"] == campaign]
     fixed = design.warmups + design.repeats
-    goal = (
-        f"{fixed} rounds"
-        if design.target is None
-        else f"rounds until ±{design.target.precision:.1%} or "
-        f"{design.target.budget_s / 60:.0f} min (at least {fixed})"
-    )
-    print(
-        f"campaign {campaign}: {design.per_round} trials a round, {goal}, "
-        f"{len(done)} already done -> {out_dir / results.FILE}",
-        file=sys.stderr,
-    )
+    if design.target is None:
+        total = fixed * design.per_round
+        plan_text = f"{total - len(done)} of {total} trials to run ({fixed} rounds)"
+    else:
+        plan_text = (
+            f"{design.per_round} trials a round until every comparison is within "
+            f"±{design.target.precision:.1%} or {design.target.budget_s / 60:.0f} min are "
+            f"spent (at least {fixed} rounds; {len(done)} trials already done)"
+        )
+    print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)
     t_start, ran, r = time.monotonic(), 0, 0
     total = None if design.target else fixed * design.per_round - len(done)
     while (why := stop_reason(design, records, r)) is None:

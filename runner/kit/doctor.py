@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from . import engine
 from .base import base_tag
 from .errors import KitError
+from .proc import version_line
 from .recipes import FLAVOURS
 
 
@@ -25,16 +26,12 @@ def _tool(name: str, cmd: list[str], fix: str, pick: Callable[[str], str] = str)
     if shutil.which(cmd[0]) is None:
         return Check(name, False, f"'{cmd[0]}' not on PATH", fix)
     env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}  # ch-run wants it
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check(name, False, f"'{cmd[0]}' cannot be run ({e.__class__.__name__})", fix)
     text = (p.stdout + p.stderr).strip()
     return Check(name, p.returncode == 0, pick(text) if text else "no output", fix)
-
-
-def _hydra_version(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip().startswith("Version:"):
-            return "MPICH (Hydra) " + line.split(":", 1)[1].strip()
-    return text.splitlines()[0]
 
 
 def _engine() -> Check:
@@ -49,9 +46,9 @@ def _base() -> Check:
     tag = base_tag("bookworm")
     try:
         present = engine.inspect(tag) is not None
-    except OSError:
+    except (OSError, KitError):
         present = False
-    return Check("base image", present, tag if present else f"{tag} missing", "sudo kit base")
+    return Check("base image", present, tag if present else f"{tag} missing", "as root: kit base")
 
 
 def _fuse() -> Check:
@@ -94,7 +91,7 @@ def checks() -> dict[str, Check]:
             "MPICH",
             [mpich.mpirun, "--version"],
             f"apt-get install {' '.join(mpich.packages)}",
-            _hydra_version,
+            version_line,
         ),
         "openmpi": _tool(
             "Open MPI",

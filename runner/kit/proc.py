@@ -36,3 +36,13 @@ def stream(argv: list[str], what: str, **kw) -> None:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if rc != 0:
         raise KitError(f"{what} failed (exit {rc}); see the output above")
+
+
+def version_line(text: str) -> str:
+    """The version line of a tool's --version output: the first line, except for MPICH's
+    Hydra, whose first line is a heading and whose version is its "Version:" field."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    if lines and lines[0].startswith("HYDRA"):
+        version = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("Version:")), "")
+        return f"MPICH (Hydra) {version}".strip()
+    return lines[0] if lines else "unknown"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .convert import APPTAINER_FIX
+from .errors import KitError
 from .paths import cache_dir
 from .proc import stream, which
 from .recipes import Recipe
@@ -51,5 +52,11 @@ def pulled(recipe: Recipe, variant: str) -> Pulled | None:
     sif = _path(recipe, variant)
     if not sif.is_file():
         return None
-    meta = json.loads(sif.with_suffix(".json").read_text())
-    return Pulled(sif, meta["ref"], meta["digest"])
+    try:
+        meta = json.loads(sif.with_suffix(".json").read_text())
+        return Pulled(sif, str(meta["ref"]), str(meta["digest"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise KitError(
+            f"the pulled {sif} has no readable metadata ({sif.with_suffix('.json').name}); "
+            f"pull it again: kit pull {recipe.name} --ref REF"
+        ) from None

@@ -5,6 +5,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import schema
 from .base import base_tag
 from .errors import KitError
 from .paths import repo_root
@@ -29,6 +30,67 @@ FLAVOURS = {
 VARIANTS = ("cpu", "cuda")
 APT_PIN = re.compile(r"^[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+:~-]+$")
 PIP_PIN = re.compile(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+$")
+F = schema.Field
+_PKG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
+TOP = {
+    "name": F(str, schema.NAME),
+    "version": F(str, re.compile(r"[0-9A-Za-z][0-9A-Za-z.+~_-]{0,62}")),
+    "description": F(str, schema.TEXT),
+    "distro": F(str, re.compile(r"[a-z]{2,20}")),
+    "base": F(str, re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,200}")),
+    "variants": F(list, re.compile("|".join(VARIANTS))),
+    "benchmarks": F(list, schema.NAME),
+    "frameworks": F(dict),
+    "env": F(dict),
+    "mpi": F(dict),
+    "apt": F(dict),
+    "pip": F(dict),
+    "compile": F(dict),
+    "variant": F(dict),
+}
+TABLES = {
+    "mpi": {"flavour": F(str), "version": F(str, re.compile(r"[A-Za-z0-9.+:~-]{1,64}"))},
+    "apt": {"packages": F(list, APT_PIN), "build": F(list, APT_PIN)},
+    "pip": {
+        "packages": F(list, PIP_PIN),
+        "from_source": F(list, _PKG),
+        "build": F(list, PIP_PIN),
+    },
+    "compile": {"packages": F(list, PIP_PIN), "env": F(dict), "check": F(list, schema.TEXT)},
+}
+ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+MAPPINGS = {  # tables of free keys: key pattern, value field
+    "env": (ENV_KEY, F(str, schema.TEXT)),
+    "frameworks": (_PKG, F(str, re.compile(r"[A-Za-z0-9.+_-]{1,40}"))),
+}
+
+
+def _check_mapping(where: Path, table: str, data: dict, key: re.Pattern, value: schema.Field):
+    for k, v in data.items():
+        if not key.fullmatch(k):
+            raise KitError(
+                f"{where}: [{table}] key {k!r} is not allowed (must match {key.pattern})"
+            )
+        schema.check_value(f"{where}: [{table}] {k}", v, value)
+
+
+def check_schema(data: dict, where: Path, overriding: bool = False) -> None:
+    """Every key known and every value of its type and alphabet (a variant's table holds
+    only what it overrides)."""
+    top = {k: f for k, f in TOP.items() if not (overriding and k in ("name", "variant"))}
+    schema.check_table(where, "", data, top)
+    for table, fields in TABLES.items():
+        if table in data:
+            schema.check_table(where, table, data[table], fields)
+    for table, (key, value) in MAPPINGS.items():
+        if table in data:
+            _check_mapping(where, table, data[table], key, value)
+    if "env" in data.get("compile", {}):
+        _check_mapping(where, "compile.env", data["compile"]["env"], *MAPPINGS["env"])
+    for name, override in data.get("variant", {}).items():
+        if name not in VARIANTS:
+            raise KitError(f"{where}: [variant.{name}] is not one of {', '.join(VARIANTS)}")
+        check_schema(override, f"{where} [variant.{name}]", overriding=True)
 
 
 @dataclass(frozen=True)
@@ -172,9 +234,13 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise KitError(f"{path}: not valid TOML ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KitError(f"{path}: cannot be read ({e.__class__.__name__})") from None
     parent = data.pop("extends", None)
     if parent is None:
         return data
+    if not isinstance(parent, str) or not schema.NAME.fullmatch(parent):
+        raise KitError(f"{path}: extends {parent!r} must name a recipe (letters, digits, .-_)")
     parent_path = path.with_name(f"{parent}.toml")
     if not parent_path.is_file():
         raise KitError(f"{path}: extends unknown recipe '{parent}'")
@@ -187,6 +253,7 @@ def parse(path: Path) -> Recipe:
 
 
 def _build(data: dict, path: Path) -> Recipe:
+    check_schema(data, path)
     name = _get(data, "name", str, path)
     if name != path.stem:
         raise KitError(f"{path}: name '{name}' must match the file name '{path.stem}'")
@@ -246,7 +313,7 @@ def load_all() -> dict[str, Recipe]:
 def load(name: str) -> Recipe:
     """One recipe by image name, with the known names in the error when it is unknown."""
     path = recipe_dir() / f"{name}.toml"
-    if not path.is_file():
+    if not schema.NAME.fullmatch(name) or not path.is_file():
         known = ", ".join(sorted(p.stem for p in recipe_dir().glob("*.toml"))) or "none"
         raise KitError(f"unknown image '{name}' (known: {known}); see 'kit list'")
     return parse(path)

@@ -1,6 +1,7 @@
 """Render recipes into containers/<image>/: a Dockerfile and an Apptainer definition."""
 
 import os
+import shlex
 from pathlib import Path
 
 from . import blocks
@@ -21,7 +22,11 @@ def _header(r: Recipe, variant: str) -> list[str]:
 
 
 def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A Dockerfile ENV/LABEL value: double-quoted, with the builder's own expansion of
+    `$` escaped too (recipe values are text, not references). Line breaks cannot reach
+    here: the recipe schema refuses them."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
 
 
 def dockerfile(r: Recipe, variant: str = "cpu") -> str:
@@ -112,7 +117,7 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
             case Label(values):
                 sections["labels"] += [f"{k} {v}" for k, v in values]
             case Env(values):
-                exports = [f"export {k}={_quote(v)}" for k, v in values]
+                exports = [f"export {k}={shlex.quote(v)}" for k, v in values]
                 sections["environment"] += exports
                 sections["post"] += exports
             case Copy(src, dst):

@@ -9,13 +9,14 @@ by `srun --mpi=pmi2` (PMI-2, one task per rank), Open MPI by its own `mpirun`
 inside the allocation (Debian's Open MPI lacks Slurm's PMI support).
 """
 
+import re
 import shlex
 import subprocess
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import trial
+from . import schema, trial
 from .errors import KitError
 from .runtimes import Job, Prepared, Runtime
 
@@ -41,28 +42,38 @@ class Site:
     shifter: str = "nersc"  # nersc: #SBATCH --image + `shifter`; cscs: `shifter run --mpi`
 
 
+SITE_FIELDS = {
+    "partition": schema.Field(str, re.compile(r"[A-Za-z0-9_.,-]{0,64}")),
+    "account": schema.Field(str, re.compile(r"[A-Za-z0-9_.-]{0,64}")),
+    "time": schema.Field(str, re.compile(r"[0-9][0-9:-]{0,15}")),
+    "tasks_per_node": schema.Field(int),
+    "options": schema.Field(list, re.compile(r"-[^\x00-\x1f\x7f]{1,200}")),
+    "setup": schema.Field(list, schema.TEXT),
+    "mpi": schema.Field(str, re.compile(r"[a-z0-9_]{1,20}")),
+    "allow_docker": schema.Field(bool),
+    "shifter": schema.Field(str, re.compile("|".join(SHIFTER_FORMS))),
+}
+
+
 def load_site(path: Path | None) -> Site:
+    """The site file's [slurm] table, checked key by key: nothing unknown, every value
+    of its type, no value that could break or add a line of the batch script."""
     if path is None:
         return Site()
+    where = f"--slurm-config {path}"
     try:
-        table = tomllib.loads(path.read_text()).get("slurm", {})
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise KitError(f"--slurm-config {path}: {e}") from e
-    known = {f.name: f for f in fields(Site)}
-    unknown = sorted(set(table) - set(known))
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise KitError(f"{where}: cannot be read ({e.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KitError(f"{where}: not valid TOML ({e})") from None
+    unknown = sorted(set(data) - {"slurm"})
     if unknown:
-        raise KitError(
-            f"--slurm-config {path}: unknown key(s) {', '.join(unknown)} in [slurm]; "
-            f"known: {', '.join(known)}"
-        )
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
-    site = Site(**values)
-    if site.shifter not in SHIFTER_FORMS:
-        raise KitError(
-            f"--slurm-config {path}: shifter = '{site.shifter}' must be one of "
-            f"{', '.join(SHIFTER_FORMS)}"
-        )
-    return site
+        raise KitError(f"{where}: unknown table(s) {', '.join(unknown)}; kit reads [slurm]")
+    table = schema.check_table(where, "slurm", data.get("slurm", {}), SITE_FIELDS)
+    if table.get("tasks_per_node", 0) < 0:
+        raise KitError(f"{where}: [slurm] tasks_per_node must be 0 (all on one node) or more")
+    return Site(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
 
 
 def launch(flavour: str, site: Site) -> str:

@@ -55,6 +55,14 @@ def built(ready) -> dict:
 
 
 @pytest.fixture(scope="session")
+def openmpi(ready) -> Path:
+    """pytorch-openmpi built and converted once, for every Open MPI test."""
+    kit("build", "pytorch-openmpi")
+    conv = kit("convert", "pytorch-openmpi", "--to", "singularity,charliecloud")
+    return Path(conv.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
 def horovod(ready) -> dict:
     """Build horovod-mpich (Horovod compiled in the builder stage); its manifest."""
     out = kit("build", "horovod-mpich", timeout=3600).stdout
@@ -78,3 +86,11 @@ def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.Comp
         text=True,
         timeout=600,
     )
+
+
+@pytest.fixture(scope="session")
+def cluster(ready) -> None:
+    """The local two-node Slurm cluster that ci/provision starts."""
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
+    if "kit-n1 idle" not in nodes.stdout or "kit-n2 idle" not in nodes.stdout:
+        pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")

@@ -23,13 +23,6 @@ def matrix(out, *extra: str) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def cluster(ready) -> None:
-    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
-    if "kit-n1 idle" not in nodes.stdout or "kit-n2 idle" not in nodes.stdout:
-        pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")
-
-
 def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
     site = tmp_path / "site.toml"
     site.write_text(SITE)

@@ -1,5 +1,6 @@
 """User mistakes: one line on stderr, exit 2, no traceback."""
 
+import os
 import subprocess
 import sys
 
@@ -96,3 +97,55 @@ def test_precision_dry_run_says_how_it_ends():
     assert p.stdout.splitlines()[-1] == (
         "then a round at a time until every comparison is within ±2.0% or 20 min are spent"
     )
+
+
+def test_doctor_prints_its_table_whatever_the_engine_does(tmp_path):
+    dead = tmp_path / "docker"
+    dead.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    dead.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "KIT_DOCKER": str(dead), "HOME": str(tmp_path)}
+    p = kit("doctor", "--runtime", "docker", env=env)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["COMPONENT", "STATUS", "DETAIL"]
+    assert lines[1].startswith("docker engine") and "MISSING" in lines[1]
+    assert lines[-1] == "missing for docker: base image, docker engine"
+
+
+def test_unrunnable_docker_client_is_one_line(tmp_path):
+    client = tmp_path / "docker"
+    client.write_text("not a program")  # not executable
+    env = {"PATH": "/usr/bin:/bin", "KIT_DOCKER": str(client), "HOME": str(tmp_path)}
+    p = kit("convert", "pytorch-mpich", "--to", "singularity", env=env)
+    assert p.returncode == 2
+    assert p.stderr == (
+        f"kit: error: docker client '{client}' cannot be run (Permission denied); "
+        "set KIT_DOCKER to a working docker client\n"
+    )
+
+
+def test_report_in_a_read_only_folder_is_printed(tmp_path):
+    from kit import results
+
+    from .records import record
+
+    for i in range(6):
+        results.append(tmp_path, record("native", 100.0 + i, index=i))
+    tmp_path.chmod(0o555)
+    try:
+        p = kit("report", str(tmp_path))
+    finally:
+        tmp_path.chmod(0o755)
+    if os.geteuid() == 0:  # root writes anyway: the report is filed
+        assert (tmp_path / "report.md").is_file()
+    else:
+        assert "kit: warning: cannot write" in p.stderr and "(Permission denied)" in p.stderr
+    assert p.returncode == 0 and p.stdout.startswith("# kit report: ")
+
+
+def test_mpich_launcher_version_is_hydras_version_field():
+    from kit.proc import version_line
+
+    hydra = "HYDRA build details:\n    Version:                                 4.0.2\n"
+    assert version_line(hydra) == "MPICH (Hydra) 4.0.2"
+    assert version_line("mpirun (Open MPI) 4.1.4\n\nReport bugs") == "mpirun (Open MPI) 4.1.4"

@@ -77,7 +77,7 @@ def test_definition_has_same_content_as_dockerfile(kit_root):
     assert "%files\n    benchmarks /opt/kit/benchmarks\n" in text
     assert '%setup\n    mkdir -p "$APPTAINER_ROOTFS/run/secrets"\n' in text
     assert "    kit.mpi.flavour openmpi\n" in text
-    assert '    export KIT_IMAGE="mini-openmpi"\n' in text
+    assert "    export KIT_IMAGE=mini-openmpi\n" in text
     post = text.split("%post -c /bin/bash\n    set -euo pipefail\n", 1)[1]
     # unprivileged Apptainer builds re-run %post under the distribution's fakeroot
     assert post.startswith('    if [ -z "${FAKEROOTKEY:-}" ]; then\n')
@@ -141,3 +141,30 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
     final_def = definition.split("Stage: final\n")[1]
     assert "%files from builder\n    /opt/kit/wheels /tmp/kit-wheels\n" in final_def
     assert "    horovodrun --check-build\n    rm -rf /tmp/kit-wheels\n" in final_def
+
+
+HOSTILE = "$(touch /tmp/pwned) `id` \"q\" \\ ${HOME} 'x'"
+
+
+def test_hostile_values_are_quoted_for_each_format(kit_root, mini):
+    """Recipe text reaches a Dockerfile (the builder expands $) and an Apptainer
+    definition (a shell runs %environment and %post): neither may run or expand it."""
+    toml_value = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')
+    text = mini.replace(
+        'description = "test recipe"', f'description = "{toml_value}"'
+    ).replace("[mpi]", f'[env]\nEVIL = "{toml_value}"\n\n[mpi]')
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(text)
+    r = recipes.load("mini-openmpi")
+    docker = render.dockerfile(r)
+    assert (
+        'ENV EVIL="\\$(touch /tmp/pwned) `id` \\"q\\" \\\\ \\${HOME} \'x\'"\n' in docker
+    )
+    assert (
+        'org.opencontainers.image.description="\\$(touch /tmp/pwned) `id` \\"q\\" '
+        "\\\\ \\${HOME} 'x'\"" in docker
+    )
+    definition = render.definition(r)
+    quoted = "'$(touch /tmp/pwned) `id` \"q\" \\ ${HOME} '\"'\"'x'\"'\"''"
+    assert f"\n    export EVIL={quoted}\n" in definition  # %environment and %post alike
+    assert definition.count(f"export EVIL={quoted}") == 2
+    assert f"\n    org.opencontainers.image.description {HOSTILE}\n" in definition  # %labels

@@ -1,8 +1,11 @@
 """Slurm batch scripts: exact text per runtime and Shifter form, and the site settings."""
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kit import engine, runtimes, slurm
 from kit.errors import KitError
@@ -107,9 +110,55 @@ def test_site_config(tmp_path):
     assert slurm.load_site(f) == slurm.Site(
         partition="debug", options=("--exclusive",), tasks_per_node=1
     )
-    f.write_text('[slurm]\nqueue = "debug"\n')
-    with pytest.raises(KitError, match=r"unknown key.*queue.*known: partition"):
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[slurm]\nqueue = "debug"', "[slurm] unknown key 'queue' (known: account, allow_docker"),
+        ('[slurm]\nshifter = "olcf"', "[slurm] shifter: 'olcf' is not allowed here"),
+        ('[slurm]\nallow_docker = "no"', "[slurm] allow_docker: must be a bool, got str"),
+        ('[slrum]\npartition = "x"', "unknown table(s) slrum; kit reads [slurm]"),
+        ('[slurm]\noptions = "--exclusive"', "[slurm] options: must be a list, got str"),
+        ('[slurm]\npartition = "a\\nrm -rf ~"', "[slurm] partition: 'a\\nrm -rf ~' is not allowed"),
+        ('[slurm]\nsetup = ["ok", "x\\ny"]', "[slurm] setup: 'x\\ny' is not allowed here"),
+        ("[slurm]\ntasks_per_node = -2", "[slurm] tasks_per_node must be 0 (all on one node)"),
+        ("[slurm]\ntasks_per_node = true", "[slurm] tasks_per_node: must be a int, got a boolean"),
+        ('[slurm]\noptions = ["exclusive"]', "[slurm] options: 'exclusive' is not allowed here"),
+        ("[slurm", "not valid TOML"),
+    ],
+)
+def test_site_file_refuses_what_could_break_a_script(tmp_path, text, message):
+    f = tmp_path / "site.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(KitError) as e:
         slurm.load_site(f)
-    f.write_text('[slurm]\nshifter = "olcf"\n')
-    with pytest.raises(KitError, match="shifter = 'olcf' must be one of nersc, cscs"):
-        slurm.load_site(f)
+    assert str(e.value).startswith(f"--slurm-config {f}: ") and message in str(e.value)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from([*slurm.SITE_FIELDS, "other"]),
+        st.one_of(
+            st.text(max_size=20),
+            st.integers(-5, 5),
+            st.booleans(),
+            st.lists(st.one_of(st.text(max_size=10), st.integers()), max_size=3),
+        ),
+        max_size=4,
+    )
+)
+def test_any_site_table_gives_a_site_or_a_kit_error(tmp_path_factory, table):
+    f = tmp_path_factory.mktemp("site") / "site.toml"
+    f.write_text("[slurm]\n" + "".join(f"{k} = {toml(v)}\n" for k, v in table.items()))
+    try:
+        site = slurm.load_site(f)
+    except KitError:
+        return
+    for line in (site.partition, site.account, site.time, *site.options, *site.setup):
+        assert "\n" not in line
+
+
+def toml(v) -> str:
+    """A TOML value (JSON's strings, numbers, booleans and arrays are TOML's)."""
+    return json.dumps(v)

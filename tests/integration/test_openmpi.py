@@ -1,0 +1,69 @@
+"""The Open MPI image at 2 ranks under every runtime, locally and as Slurm jobs.
+
+Open MPI differs from MPICH where containers bite: its shared-memory transport
+(vader) uses cross-memory attach for large messages, which spins forever across
+the user namespaces of Apptainer and Charliecloud unless kit's fair setting turns
+it off, and under Slurm its own mpirun starts the ranks inside the allocation.
+"""
+
+import json
+
+import kitbench
+import pytest
+
+from .conftest import kit
+from .test_benchmarks import check_sweep
+from .test_pipeline import leftovers
+from .test_slurm import SITE
+
+pytestmark = pytest.mark.integration
+
+RUNTIMES = "native,docker,singularity,charliecloud"
+MIB4 = 4 << 20
+
+
+def matrix(runtimes: str, out, *extra: str) -> list[dict]:
+    kit(
+        *("run", "pytorch-openmpi", "--runtime", runtimes, "--bench", "torch-cnn,mpi"),
+        *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
+        *("--timeout", "180", "--out", str(out), *extra),
+        timeout=3600,
+    )
+    recs = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    assert {(r["runtime"], r["bench"]) for r in recs} == {
+        (rt, b) for rt in runtimes.split(",") for b in ("torch-cnn", "mpi")
+    }
+    for r in recs:
+        assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
+        assert kitbench.validate(r["result"]) == []
+        assert r["result"]["ranks"] == 2
+        assert r["result"]["mpi_library"].startswith("Open MPI v4.1")
+        if r["bench"] == "mpi":
+            check_sweep(r["result"])
+            assert r["result"]["p2p"][-1]["bytes"] == MIB4
+    return recs
+
+
+def test_every_runtime_two_ranks_and_the_sweep_reaches_4_mib(openmpi, tmp_path):
+    recs = matrix(RUNTIMES, tmp_path / "local")
+    hybrid = [r for r in recs if r["runtime"] in ("singularity", "charliecloud")]
+    assert all(
+        "OMPI_MCA_btl_vader_single_copy_mechanism=none" in " ".join(r["runtime_settings"])
+        for r in hybrid
+    )
+    assert leftovers() == []
+    table = kit("report", str(tmp_path / "local")).stdout
+    rows = [x for x in table.splitlines() if x.startswith("| pytorch-openmpi | 2 | local |")]
+    at_4mib = {x.split(" | ")[3] for x in rows if x.split(" | ")[5] == str(MIB4)}
+    assert at_4mib == set(RUNTIMES.split(","))  # bandwidth at 4 MiB for each runtime
+
+
+def test_slurm_jobs_start_open_mpi_ranks_with_its_own_mpirun(openmpi, cluster, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(SITE)
+    runtimes = "native,singularity,charliecloud"
+    recs = matrix(runtimes, tmp_path / "slurm", "--launcher", "slurm", "--slurm-config", str(site))
+    for r in recs:
+        assert r["launcher"] == "slurm" and r["slurm"]["nodes"] == "kit-n[1-2]"
+    script = (tmp_path / "slurm" / "slurm" / f"kit-{recs[0]['campaign']}-0.sbatch").read_text()
+    assert "mpirun.openmpi -np 2 " in script and "srun --mpi" not in script
