@@ -22,3 +22,21 @@ def test_an_image_of_another_debian_suite_has_no_native_runtime(monkeypatch):
         "the native runtime for caffe2-mpich needs a Debian bullseye host (this one is "
         "bookworm): its packages are bullseye's; run its container runtimes"
     )
+
+
+def test_a_pin_the_host_lacks_is_refused_with_the_fix(kit_root, mini, monkeypatch):
+    """The same-software guarantee against this host's real dpkg database: python3 is
+    installed here, but not at a version any recipe could pin by mistake."""
+    monkeypatch.setattr(native_env, "host_suite", lambda: "bookworm")
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace('"python3=3.11.2-1+b1"', '"python3=0.0.1-kit"')
+    )
+    have = native_env.host_versions(["python3"])["python3"]
+    assert have and have != "0.0.1-kit"
+    with pytest.raises(KitError) as e:
+        native_env.ensure(recipes.load("mini-openmpi"))
+    assert str(e.value) == (  # the host has the recipe's Open MPI (ci/provision installs it)
+        "native environment for mini-openmpi needs the image's packages on the host: "
+        f"python3=0.0.1-kit (host: {have}); "
+        "as root: apt-get install --no-install-recommends python3=0.0.1-kit"
+    )

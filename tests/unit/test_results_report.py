@@ -207,3 +207,30 @@ def test_local_and_slurm_campaigns_side_by_side(tmp_path):
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · via slurm\n" in text
     assert text.startswith(f"# kit report: {local}, {batch}\n")
+
+
+def paired_campaign(out, rounds, seed=5):
+    rng = random.Random(seed)
+    for r in range(rounds):
+        results.append(out, record("native", rng.gauss(1000, 20), repeat=r, index=2 * r))
+        results.append(out, record("docker", rng.gauss(950, 20), repeat=r, index=2 * r + 1))
+
+
+def test_confidence_flag_end_to_end(tmp_path):
+    """kit report --confidence: wider intervals at 0.99 on the same trials, and the
+    'too few' marker decided at the level asked for (7 rounds: enough for 95 %, not 99 %)."""
+    paired_campaign(tmp_path / "ten", 10)
+    r95, r99 = (
+        analysis.analyse([tmp_path / "ten"], confidence=c).groups[0].arms[1].ratio
+        for c in (0.95, 0.99)
+    )
+    assert r99.low < r95.low and r95.high < r99.high
+    paired_campaign(tmp_path / "seven", 7)
+    rows95, rows99 = (
+        rows_of(report.markdown(analysis.analyse([tmp_path / "seven"], confidence=c)))
+        for c in (0.95, 0.99)
+    )
+    assert "†" not in rows95["native"].split(" | ")[2]
+    assert "†" in rows99["native"].split(" | ")[2]  # [min, max] covers only 98.4 %
+    assert "too few trials (need 8)" in rows99["docker"]
+    assert "paired (7 rounds)" in rows95["docker"] and "| slower |" in rows95["docker"]
