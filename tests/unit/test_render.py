@@ -150,15 +150,13 @@ def test_hostile_values_are_quoted_for_each_format(kit_root, mini):
     """Recipe text reaches a Dockerfile (the builder expands $) and an Apptainer
     definition (a shell runs %environment and %post): neither may run or expand it."""
     toml_value = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')
-    text = mini.replace(
-        'description = "test recipe"', f'description = "{toml_value}"'
-    ).replace("[mpi]", f'[env]\nEVIL = "{toml_value}"\n\n[mpi]')
+    text = mini.replace('description = "test recipe"', f'description = "{toml_value}"').replace(
+        "[mpi]", f'[env]\nEVIL = "{toml_value}"\n\n[mpi]'
+    )
     (kit_root / "recipes" / "mini-openmpi.toml").write_text(text)
     r = recipes.load("mini-openmpi")
     docker = render.dockerfile(r)
-    assert (
-        'ENV EVIL="\\$(touch /tmp/pwned) `id` \\"q\\" \\\\ \\${HOME} \'x\'"\n' in docker
-    )
+    assert 'ENV EVIL="\\$(touch /tmp/pwned) `id` \\"q\\" \\\\ \\${HOME} \'x\'"\n' in docker
     assert (
         'org.opencontainers.image.description="\\$(touch /tmp/pwned) `id` \\"q\\" '
         "\\\\ \\${HOME} 'x'\"" in docker

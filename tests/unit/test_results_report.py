@@ -234,3 +234,10 @@ def test_confidence_flag_end_to_end(tmp_path):
     assert "†" in rows99["native"].split(" | ")[2]  # [min, max] covers only 98.4 %
     assert "too few trials (need 8)" in rows99["docker"]
     assert "paired (7 rounds)" in rows95["docker"] and "| slower |" in rows95["docker"]
+
+
+def test_one_trial_a_side_is_reported_not_crashed(tmp_path):
+    results.append(tmp_path, record("native", 100.0))
+    results.append(tmp_path, record("docker", 90.0, index=1))
+    row = rows_of(md(tmp_path))["docker"]
+    assert "too few trials (need 6)" in row and "| n/a |" in row
