@@ -106,6 +106,12 @@ class Dist:
             return self.hvd.allgather_object(obj)
         return kitbench.mpi_comm().gather(obj, root=0)
 
+    def agree(self, n: int) -> int:
+        """Rank 0's n on every rank (through Horovod in Horovod mode: one MPI user)."""
+        if self.kind == "horovod":
+            return self.hvd.broadcast_object(n, root_rank=0)
+        return kitbench.mpi_comm().bcast(n, root=0)
+
     def finish(self) -> None:
         if self.size > 1 and self.kind == "ddp":
             # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
@@ -221,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
         durations: list[float] = []
-        agree = (lambda n: kitbench.mpi_comm().bcast(n, root=0)) if d.size > 1 else None
-        for i in kitbench.step_indices(a, durations, agree):
+        for i in kitbench.step_indices(a, durations, d.agree if d.size > 1 else None):
             t0 = time.perf_counter()
             x, y = next(data)
             x = x.contiguous(memory_format=fmt)

@@ -333,13 +333,14 @@ def execute(
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)
-    t_start, ran, r = time.monotonic(), 0, 0
+    t_start, ran, r, own_s = time.monotonic(), 0, 0, 0.0
     total = None if design.target else fixed * design.per_round - len(done)
     while (why := stop_reason(design, records, r)) is None:
         for k, p in enumerate(design.round(r)):
             i = r * design.per_round + k
             if i in done:
                 continue
+            t_trial = time.monotonic()
             record = _one_trial(
                 recipe,
                 variant,
@@ -352,12 +353,19 @@ def execute(
                 out_dir,
             )
             records.append(record)
+            own_s += time.monotonic() - t_trial - record["wall_s"]
             ran += 1
             _progress(ran, total, record, time.monotonic() - t_start, r)
             if record["status"] == "interrupted":
                 raise KeyboardInterrupt
         r += 1
     summary = why or f"{fixed} rounds done"
+    if ran:
+        print(
+            f"campaign {campaign}: kit's own time per trial {1000 * own_s / ran:.0f} ms "
+            "(set-up, clean-up and recording, beyond the launched command's wall time)",
+            file=sys.stderr,
+        )
     print(f"campaign {campaign}: {summary}", file=sys.stderr)
     return summary
 

@@ -6,9 +6,11 @@ unchanged image again does no work and a rebuilt image never reuses a stale SIF.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +175,9 @@ def _squashfs(tag: str, art: Artifacts) -> None:
     comp = ["-c", name] + (["-X", f"level={level}"] if level is not None else [])
     tmp = art.squashfs.with_suffix(".sqfs.part")
     tmp.unlink(missing_ok=True)
+    apptainer = shutil.which("apptainer")  # without it (a Shifter-only site): no SIF files
+    with tempfile.TemporaryDirectory(dir=art.dir) as scratch:
+        skeleton = rootfs.apptainer_skeleton(apptainer, Path(scratch)) if apptainer else None
     container = f"kit-export-{os.getpid()}"
     engine.run_quiet(["create", "--name", container, tag], "docker create")
     try:
@@ -192,7 +197,7 @@ def _squashfs(tag: str, art: Artifacts) -> None:
             stderr=subprocess.PIPE,
         )
         try:
-            rootfs.flatten(export.stdout, pack.stdin, rootfs.apptainer_files(config))
+            rootfs.flatten(export.stdout, pack.stdin, rootfs.apptainer_files(config, skeleton))
         except (OSError, tarfile.TarError) as e:
             raise KitError(f"flattening {tag} failed: {e}") from None
         finally:

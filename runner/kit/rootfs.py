@@ -9,18 +9,55 @@ Charliecloud and, wrapped in a SIF, Apptainer.
 
 import io
 import json
+import os
 import shlex
+import subprocess
 import tarfile
+from pathlib import Path
 from typing import IO
 
+from .errors import KitError
 
-def apptainer_files(config: dict) -> dict[str, bytes]:
-    """/.singularity.d files from a Docker image config: what `apptainer build` writes."""
+Extra = dict[str, bytes | str | None]  # path -> file content, symlink target, or folder
+
+
+def apptainer_skeleton(apptainer: str, scratch: Path) -> Extra:
+    """Apptainer's own runtime files (action scripts, base environment that carries
+    --env into the container, ...) as the installed Apptainer writes them: it builds an
+    empty sandbox (0.1 s) and its /.singularity.d and top-level links are taken."""
+    empty, box = scratch / "empty", scratch / "box"
+    empty.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run(
+        [apptainer, "build", "--force", "--sandbox", str(box), str(empty)],
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        tail = (made.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"apptainer could not make its metadata skeleton: {tail}")
+    out: Extra = {}
+    for path in sorted(box.rglob("*")):
+        rel = path.relative_to(box).as_posix()
+        if not (rel.startswith(".singularity.d") or (path.is_symlink() and "/" not in rel)):
+            continue
+        if path.is_symlink():
+            out[rel] = os.readlink(path)
+        elif path.is_dir():
+            out[rel] = None
+        else:
+            out[rel] = path.read_bytes()
+    return out
+
+
+def apptainer_files(config: dict, skeleton: Extra | None = None) -> Extra:
+    """/.singularity.d from a Docker image config, over Apptainer's own skeleton: the
+    image's environment, labels and run script, as `apptainer build` would write them."""
     env = [e.partition("=") for e in config.get("Env") or []]
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, _, v in env if k)
     command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
     run = " ".join(shlex.quote(c) for c in command) if command else "/bin/sh"
     return {
+        **(skeleton or {}),
         ".singularity.d/env/10-docker2singularity.sh": f"#!/bin/sh\n{exports}".encode(),
         ".singularity.d/runscript": f'#!/bin/sh\nexec {run} "$@"\n'.encode(),
         ".singularity.d/labels.json": (
@@ -41,9 +78,9 @@ def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
     return info
 
 
-def flatten(src: IO[bytes], dst: IO[bytes], extra: dict[str, bytes]) -> None:
-    """Copy the tar stream src to dst, every entry owned by root, without dev/*, then add
-    extra files (and their folders) at the end."""
+def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
+    """Copy the tar stream src to dst, every entry owned by root, without dev/* and
+    without what extra replaces, then add extra's files, links and folders at the end."""
     with (
         tarfile.open(fileobj=src, mode="r|") as source,
         tarfile.open(fileobj=dst, mode="w|", format=tarfile.PAX_FORMAT) as out,
@@ -54,7 +91,7 @@ def flatten(src: IO[bytes], dst: IO[bytes], extra: dict[str, bytes]) -> None:
             if name == "dev" and member.isdir():
                 out.addfile(_owned_by_root(member))  # the folder stays: runtimes mount onto it
                 continue
-            if name.startswith("dev/"):
+            if name.startswith("dev/") or name in extra:
                 continue
             seen.add(name)
             data = source.extractfile(member) if member.isreg() else None
@@ -66,6 +103,14 @@ def flatten(src: IO[bytes], dst: IO[bytes], extra: dict[str, bytes]) -> None:
                 if folder not in seen:
                     seen.add(folder)
                     out.addfile(_owned_by_root(_entry(folder, tarfile.DIRTYPE, 0o755)))
-            info = _entry(path, tarfile.REGTYPE, 0o755)
-            info.size = len(data)
-            out.addfile(_owned_by_root(info), io.BytesIO(data))
+            seen.add(path)
+            if data is None:
+                out.addfile(_owned_by_root(_entry(path, tarfile.DIRTYPE, 0o755)))
+            elif isinstance(data, str):
+                link = _entry(path, tarfile.SYMTYPE, 0o777)
+                link.linkname = data
+                out.addfile(_owned_by_root(link))
+            else:
+                info = _entry(path, tarfile.REGTYPE, 0o755)
+                info.size = len(data)
+                out.addfile(_owned_by_root(info), io.BytesIO(data))

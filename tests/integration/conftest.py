@@ -94,3 +94,49 @@ def cluster(ready) -> None:
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
     if "kit-n1 idle" not in nodes.stdout or "kit-n2 idle" not in nodes.stdout:
         pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")
+
+
+# What a trial starts; none of it may outlive the trial (kit stops the whole tree).
+LEFTOVER = (
+    "squashfuse", "mpirun", "hydra_pmi_proxy", "orted", "ch-run", "starter",
+    "torch_cnn", "tf_cnn", "caffe2_cnn", "mpi_bench", "lean.py",
+)  # fmt: skip
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
+
+
+def leftovers() -> list[str]:
+    """Our processes that a trial could have left behind, and kit containers."""
+    mine = subprocess.run(
+        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout.splitlines()
+    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
+    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
+    return procs + containers
+
+
+def trial_processes() -> list[str]:
+    """Our processes that carry a trial's KIT_TRIAL marker (kit sets it in every trial's
+    environment, so every rank and launcher has it), and kit's containers."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"\0KIT_TRIAL=" in b"\0" + (entry / "environ").read_bytes():
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120])
+        except OSError:
+            continue
+    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
+    return found + containers
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """After every integration test, no process or container of any trial it ran is left
+    (a test that killed kit itself gets 30 s for the orphans to finish)."""
+    yield
+    deadline = time.monotonic() + 30
+    while (left := trial_processes()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert left == [], f"left behind: {left}"

@@ -24,7 +24,7 @@ def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) ->
     kit(
         *("run", image, "--runtime", runtimes, "--bench", benches, "--np", "1,2"),
         *("--repeats", "1", "--warmup-trials", "0", "--steps", "6", "--warmup-steps", "1"),
-        *("--timeout", "600", "--out", str(out), *extra),
+        *("--timeout", "240", "--out", str(out), *extra),
         timeout=5400,
     )
     return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]

@@ -11,9 +11,8 @@ import json
 import kitbench
 import pytest
 
-from .conftest import kit
+from .conftest import kit, leftovers
 from .test_benchmarks import check_sweep
-from .test_pipeline import leftovers
 from .test_slurm import SITE
 
 pytestmark = pytest.mark.integration

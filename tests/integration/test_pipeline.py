@@ -12,13 +12,12 @@ import pytest
 
 from kit import recipes
 
-from .conftest import IMAGE, RUNTIMES, kit
+from .conftest import IMAGE, RUNTIMES, docker, kit, leftovers
 
 pytestmark = pytest.mark.integration
 
 RECIPE = recipes.load(IMAGE)
 TAG = RECIPE.tag("cpu")
-LEFTOVER = ("squashfuse", "mpirun", "hydra_pmi_proxy", "ch-run", "torch_cnn", "starter")
 
 
 def run_args(
@@ -50,20 +49,6 @@ def run_args(
         "--out",
         str(out),
     ]
-
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
-
-
-def leftovers() -> list[str]:
-    """Our processes that a trial could have left behind, and kit containers."""
-    mine = subprocess.run(
-        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
-    ).stdout.splitlines()
-    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
-    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
-    return procs + containers
 
 
 def records(out: Path) -> list[dict]:
