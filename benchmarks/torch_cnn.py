@@ -120,6 +120,7 @@ class Dist:
             # through os._exit, so nothing is torn down.
             kitbench.finalize()
         elif self.kind == "horovod":
+            self.hvd.join()  # every rank is done with collectives before any shuts down
             self.hvd.shutdown()
 
 

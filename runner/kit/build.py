@@ -142,5 +142,12 @@ def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str])
         "pip": pip,
     }
     art.dir.mkdir(parents=True, exist_ok=True)
-    (art.dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    path = art.dir / "manifest.json"
+    try:  # a rebuild of the same digest keeps what its conversions recorded
+        earlier = json.loads(path.read_text()).get("conversion")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    if earlier:
+        manifest["conversion"] = earlier
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
