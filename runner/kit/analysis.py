@@ -169,6 +169,10 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
     )
 
 
+def rates(rs: list[dict]) -> list[float]:
+    return [r["result"]["images_per_sec"] for r in rs]
+
+
 def _by_round(rs: list[dict]) -> dict[tuple, float]:
     """Rate per (campaign, round): the pairing key of a round-interleaved campaign."""
     return {
@@ -197,12 +201,10 @@ def _compare(
     enough rounds have both, else unpaired; its verdict and precision."""
     mine, theirs = _by_round(rs), _by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
-    rates = [r["result"]["images_per_sec"] for r in rs]
-    ref_rates = [r["result"]["images_per_sec"] for r in ref_rs]
     if len(pairs) >= stats.min_n(each):
         arm.ratio, arm.method = stats.paired_ratio(pairs, each), f"paired ({len(pairs)} rounds)"
     else:
-        arm.ratio, arm.method = stats.ratio_ci(rates, ref_rates, each), "unpaired"
+        arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
     arm.half_width = stats.half_width(arm.ratio)
     arm.detectable = stats.detectable(arm.ratio)
     if arm.ratio.short:
@@ -314,9 +316,6 @@ def summarise(
         data = r.get("data") or r["result"].get("data", "synthetic")
         key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher)
         by_key[key][r["runtime"]].append(r)
-
-    def rates(rs: list[dict]) -> list[float]:
-        return [r["result"]["images_per_sec"] for r in rs]
 
     groups = []
     for key, by_rt in sorted(by_key.items(), key=lambda kv: tuple(vars(kv[0]).values())):
