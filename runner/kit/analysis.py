@@ -182,9 +182,13 @@ def _by_round(rs: list[dict]) -> dict[tuple, float]:
     }
 
 
+def _same_software(arm: Arm, ref: Arm) -> bool:
+    return (arm.framework, arm.mpi) == (ref.framework, ref.mpi)
+
+
 def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
     """Same software as the reference (or --allow-mismatch); else say why in the verdict."""
-    if (arm.framework, arm.mpi) == (ref.framework, ref.mpi) or allow_mismatch:
+    if _same_software(arm, ref) or allow_mismatch:
         return True
     arm.verdict = (
         f"not compared: software differs from {ref.runtime} "
@@ -211,7 +215,7 @@ def _compare(
         arm.verdict = f"too few trials (need {stats.min_n(each)})"
     else:
         arm.verdict = stats.verdict(arm.ratio)
-    if (arm.framework, arm.mpi) != (ref.framework, ref.mpi):
+    if not _same_software(arm, ref):
         arm.verdict += " (MISMATCHED SOFTWARE)"
     if target is not None:
         reached = arm.half_width <= target and not arm.ratio.short
@@ -227,15 +231,10 @@ def variance(key_arms: dict[str, list[dict]]) -> Variance:
             steps = r["result"].get("step_times_s") or []
             if len(steps) >= 2 and statistics.fmean(steps) > 0:
                 within.append(statistics.stdev(steps) / statistics.fmean(steps) / len(steps) ** 0.5)
-    by_round: dict[tuple, dict[str, float]] = defaultdict(dict)
-    for arm, rs in key_arms.items():
-        for r in rs:
-            if isinstance(r.get("repeat"), int):
-                by_round[(r["campaign"], r["repeat"])][arm] = math.log(
-                    r["result"]["images_per_sec"]
-                )
     arms = sorted(key_arms)
-    full = [row for row in by_round.values() if len(row) == len(arms)]
+    per_arm = {x: _by_round(key_arms[x]) for x in arms}
+    complete = set.intersection(*(set(rounds) for rounds in per_arm.values()))
+    full = [{x: math.log(per_arm[x][k]) for x in arms} for k in sorted(complete)]
     launches = rounds = None
     a, n = len(arms), len(full)
     if n >= 2:
@@ -260,7 +259,7 @@ def targets(out_dirs: list[Path]) -> float | None:
     found = set()
     for d in out_dirs:
         try:
-            spec = json.loads((d / "campaign.json").read_text())
+            spec = json.loads((d / results.SPEC_FILE).read_text())
         except (OSError, ValueError):
             continue
         if isinstance(spec, dict) and isinstance(spec.get("precision"), int | float):

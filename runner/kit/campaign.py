@@ -39,7 +39,7 @@ BENCHES = {
     "mpi": ("mpi_bench.py", []),
 }
 SWEEPS = ("mpi",)  # benchmarks without model, batch size or data: one sweep per trial
-SPEC_FILE = "campaign.json"
+SPEC_FILE = results.SPEC_FILE
 FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
 
@@ -179,10 +179,10 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
     """Why a precision-targeted campaign stops after this round, or None to go on. Looks
     only at the intervals' widths (stats.precise), never at their verdicts."""
     t = design.target
-    if t is None:
-        return "" if rounds_done >= design.warmups + design.repeats else None
     if rounds_done < design.warmups + design.repeats:
         return None
+    if t is None:
+        return ""
     a = analysis.summarise(records, "", t.confidence)
     ratios = [arm.ratio for g in a.groups for arm in g.arms if arm.ratio is not None]
     widths = ", ".join(
@@ -323,9 +323,10 @@ def execute(
     env = user_env()
     records = [r for r in results.load(out_dir).records if r["campaign"] == campaign]
     fixed = design.warmups + design.repeats
+    total = None  # trials left to run: known only for a fixed design
     if design.target is None:
-        total = fixed * design.per_round
-        plan_text = f"{total - len(done)} of {total} trials to run ({fixed} rounds)"
+        total = fixed * design.per_round - len(done)
+        plan_text = f"{total} of {fixed * design.per_round} trials to run ({fixed} rounds)"
     else:
         plan_text = (
             f"{design.per_round} trials a round until every comparison is within "
@@ -334,7 +335,6 @@ def execute(
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)
     t_start, ran, r, own_s = time.monotonic(), 0, 0, 0.0
-    total = None if design.target else fixed * design.per_round - len(done)
     while (why := stop_reason(design, records, r)) is None:
         for k, p in enumerate(design.round(r)):
             i = r * design.per_round + k

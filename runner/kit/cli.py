@@ -176,8 +176,12 @@ def _checked_numbers(a: argparse.Namespace) -> None:
         raise KitError(f"--timeout {a.timeout} must be a positive number of seconds, e.g. 600")
     if not 0 <= a.min_time < math.inf:
         raise KitError(f"--min-time {a.min_time} must be 0 (off) or a number of seconds")
-    if not 0.5 <= a.confidence < 1:
-        raise KitError(f"--confidence {a.confidence} must be at least 0.5 and below 1, e.g. 0.95")
+    _check_confidence(a.confidence)
+
+
+def _check_confidence(value: float) -> None:
+    if not 0.5 <= value < 1:
+        raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
 
 
 def cmd_run(a: argparse.Namespace) -> None:
@@ -303,8 +307,7 @@ def cmd_report(a: argparse.Namespace) -> None:
 
     if a.format not in report.FORMATS:
         raise KitError(f"--format '{a.format}' is not one of {', '.join(report.FORMATS)}")
-    if not 0.5 <= a.confidence < 1:
-        raise KitError(f"--confidence {a.confidence} must be at least 0.5 and below 1, e.g. 0.95")
+    _check_confidence(a.confidence)
     for d in a.dir:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")

@@ -250,8 +250,8 @@ def markdown(a: Analysis) -> str:
     lines = [f"# kit report: {a.out_dir}", "", _header(a), ""]
     for g in a.groups:
         lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
-        if _spread(g):
-            lines += [_spread(g), ""]
+        if spread := _spread(g):
+            lines += [spread, ""]
     for title, columns, rows in _sections(a):
         lines += [f"## {title}", "", *_md_table(columns, rows), ""]
     if a.not_ok:
@@ -349,7 +349,7 @@ def _html(a: Analysis) -> str:
         parts += [
             f"<h2>{html.escape(_title(g.key))}</h2>",
             _html_table(COLUMNS, [_row(x) for x in g.arms]),
-            f"<p>{html.escape(_spread(g))}</p>" if _spread(g) else "",
+            f"<p>{html.escape(spread)}</p>" if (spread := _spread(g)) else "",
         ]
     for title, columns, rows in _sections(a):
         parts += [f"<h2>{html.escape(title)}</h2>", _html_table(columns, rows)]

@@ -16,6 +16,7 @@ from pathlib import Path
 from .errors import KitError
 
 FILE = "trials.jsonl"
+SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 SCHEMA = "kit.trial/1"
 
 Number = (int, float)
