@@ -10,11 +10,13 @@ schema and `validate` checks a record against it.
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
+import faulthandler
 import json
 import math
 import os
 import platform
 import resource
+import signal
 import socket
 import sys
 
@@ -36,6 +38,10 @@ MODELS = {  # model -> input image side; each framework builds those it has
     "inception3": 299,
 }
 DATASET_STAMP = "kit-dataset.json"
+
+# kit sends SIGUSR1 to a rank that outlives --timeout (runner/kit/trial.py): every
+# thread's Python stack goes to stderr and into the trial's record.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 # The record: field -> (type, meaning). COMMON in every record; TRAIN in a training
 # benchmark's (status "ok"; an "oom" record has images_per_sec null and "error");

@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
+    kitbench.mpi_comm()  # MPI started (and finalised, at the end) by this thread
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     threads = kitbench.threads_per_rank(a.threads, size)
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = float(sum(abs(w).sum() for w in model.get_weights()))
     sums = hvd_tf.allgather_object(weights) if size > 1 else [weights]
     hvd.shutdown()
+    kitbench.finalize()
     if rank == 0:
         kitbench.emit(
             kitbench.record(

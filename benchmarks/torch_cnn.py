@@ -85,6 +85,7 @@ class Dist:
         if kind == "horovod":
             import horovod.torch as hvd
 
+            kitbench.mpi_comm()  # MPI started (and finalised, in finish) by this thread
             hvd.init()
             self.hvd = hvd
             self.rank, self.size = hvd.rank(), hvd.size()
@@ -122,6 +123,7 @@ class Dist:
         elif self.kind == "horovod":
             self.hvd.join()  # every rank is done with collectives before any shuts down
             self.hvd.shutdown()
+            kitbench.finalize()
 
 
 def real_batches(a: argparse.Namespace, d: Dist, side: int):

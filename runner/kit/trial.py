@@ -25,6 +25,12 @@ from pathlib import Path
 
 BENCH_SCHEMA = "kit.bench/2"
 GRACE_S = 5.0
+# On a timeout each stuck Python rank is asked for its threads' stacks (benchmarks/kitbench.py
+# registers faulthandler on this signal), so the record says where it hung, not only that it did.
+STACK_SIGNAL = signal.SIGUSR1
+STACK_WAIT_S = 2.0
+TAIL_LINES = 20
+TIMEOUT_TAIL_LINES = 120  # room for the stacks
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,24 @@ def describe(pid: int) -> dict | None:
     return {"pid": pid, "rank": rank, "cpu_s": round(cpu_s, 1), "command": cmd.strip()[:200]}
 
 
-def still_running(tree: "Tree") -> tuple[dict, ...]:
-    """What a timed-out trial was still doing: ranks (in rank order), then their launchers."""
+def still_running(tree: "Tree", marker: str) -> tuple[dict, ...]:
+    """What a timed-out trial was still doing: ranks (in rank order), then their launchers;
+    marked processes count too (ranks inside a Docker container are outside the tree)."""
     tree.scan()
-    found = [d for pid in [tree.root, *tree.alive()] if (d := describe(pid))]
+    pids = sorted({tree.root, *tree.alive(), *marked(marker)})
+    found = [d for pid in pids if (d := describe(pid))]
     found.sort(key=lambda d: (d["rank"] is None, d["rank"] or 0, d["pid"]))
     return tuple(found)
+
+
+def ask_for_stacks(stuck: tuple[dict, ...]) -> None:
+    """Signal every stuck Python rank to print its stacks on stderr, then give them time."""
+    pids = [d["pid"] for d in stuck if d["rank"] is not None and "python" in d["command"]]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, STACK_SIGNAL)
+    if pids:
+        time.sleep(STACK_WAIT_S)
 
 
 def parse_result(stdout: str) -> dict | None:
@@ -179,7 +197,7 @@ def run(
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            status, stuck = "timeout", still_running(tree)
+            status, stuck = "timeout", still_running(tree, marker)
             ranks = sorted({d["rank"] for d in stuck if d["rank"] is not None})
             print(
                 f"kit: trial {marker} timed out after {timeout:g} s; still running: "
@@ -188,6 +206,7 @@ def run(
                 file=sys.stderr,
                 flush=True,
             )
+            ask_for_stacks(stuck)
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
@@ -200,5 +219,6 @@ def run(
     result = parse_result(stdout)
     if status is None:
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
-    tail = "\n".join((stderr + stdout).strip().splitlines()[-20:])
+    lines = TIMEOUT_TAIL_LINES if status == "timeout" else TAIL_LINES
+    tail = "\n".join((stderr + stdout).strip().splitlines()[-lines:])
     return Outcome(status, proc.returncode, wall, result, tail, stuck)

@@ -87,6 +87,8 @@ def test_docker_mpirun_inside(prep, monkeypatch):
         "-e",
         "HOME=/tmp",
         "-e",
+        "KIT_TRIAL",
+        "-e",
         "OMP_NUM_THREADS",
         "--cpus=1.5",
         "IMG",

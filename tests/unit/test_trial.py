@@ -5,13 +5,18 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from kit import trial
 
+BENCHMARKS = str(Path(__file__).parents[2] / "benchmarks")
+
 # A launcher whose grandchild escapes the way squashfuse_ll does: a new session
-# and an emptied environment, so only watching the tree can find it.
+# and an emptied environment, so only watching the tree can find it. It loads
+# kitbench as a benchmark does, so it can tell where it hangs.
 ESCAPER = r"""
 import os, subprocess, sys, time
+sys.path.insert(0, sys.argv[3]); import kitbench
 child = subprocess.Popen(["setsid", "env", "-i", sys.executable, "-c",
                           "import time; time.sleep(300)"])
 open(sys.argv[2], "w").write(f"{os.getpid()} {child.pid}")
@@ -29,7 +34,7 @@ def run_escaper(sleep_s, timeout, marker, tmp_path):
     cleaned = []
     pids = tmp_path / "pids"
     out = trial.run(
-        [sys.executable, "-c", ESCAPER, str(sleep_s), str(pids)],
+        [sys.executable, "-c", ESCAPER, str(sleep_s), str(pids), BENCHMARKS],
         {**os.environ, "PMI_RANK": "0"},
         timeout,
         marker,
@@ -66,6 +71,8 @@ def test_timeout_stops_whole_tree(tmp_path, capsys):
     # what was still running is named: the rank first (from the launcher's environment)
     assert out.stuck[0]["rank"] == 0 and "import os, subprocess" in out.stuck[0]["command"]
     assert "timed out after 2 s; still running: ranks 0; stopping it" in capsys.readouterr().err
+    # ... and where it was: the rank's stack, printed on kit's signal
+    assert 'most recent call first):\n  File "<string>", line 8 in <module>' in out.output_tail
     assert time.monotonic() - t0 < 15
     assert tree_seen  # the escaped sleeper (setsid and env exec in place)
     assert alive(tree_seen) == []

@@ -52,6 +52,8 @@ class Docker(Runtime):
             "--ipc=host",
             "-e",
             "HOME=/tmp",
+            "-e",
+            "KIT_TRIAL",  # the trial's marker: kit finds (and names, if stuck) the ranks inside
         ]
         for path in job.binds:
             argv.append(f"--volume={path}:{path}")
