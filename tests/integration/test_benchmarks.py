@@ -41,7 +41,8 @@ def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] =
     }
     assert {(r["runtime"], r["bench"], r["ranks"], r["data"]) for r in recs} == want
     for r in recs:
-        assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
+        where = (r["runtime"], r["bench"], r["ranks"], r["stuck"], r["output_tail"][-4000:])
+        assert r["status"] == "ok", where
         assert kitbench.validate(r["result"]) == [], (r["runtime"], r["bench"])
         assert r["result"]["ranks"] == r["ranks"]
         if r["bench"] == "mpi":
