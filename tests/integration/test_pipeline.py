@@ -130,8 +130,20 @@ def test_shifter_image_is_flattened_root_with_metadata(built):
 
 
 def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
+    """Also: benchmark options reach every benchmark (--bench-arg), and --mpirun is the
+    launcher used on the host (a wrapper that logs its calls)."""
     out = tmp_path / "run"
-    kit(*run_args(RUNTIMES, out, np="1,2"))
+    calls = tmp_path / "mpirun.calls"
+    wrapper = tmp_path / "mpirun-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec mpirun.mpich "$@"\n')
+    wrapper.chmod(0o755)
+    kit(
+        *run_args(RUNTIMES, out, np="1,2"),
+        *("--bench-arg=--precision=bf16", "--bench-arg=--data-format=nhwc"),
+        *("--mpirun", str(wrapper)),
+    )
+    launched = [line for line in calls.read_text().splitlines() if line.startswith("-np 2 ")]
+    assert len(launched) == 3  # native, singularity, charliecloud; Docker uses the image's own
     recs = records(out)
     assert len(recs) == 8
     assert {(r["runtime"], r["ranks"]) for r in recs} == {
@@ -144,6 +156,8 @@ def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
         assert res["images_per_sec"] > 0 and res["startup_s"] > 0
         assert res["framework_version"] == recs[0]["result"]["framework_version"]
         assert res["mpi_library"].startswith("MPICH Version:")
+        assert (res["precision"], res["data_format"]) == ("bf16", "nhwc")
+        assert r["mpirun"] == (None if r["ranks"] == 1 else "MPICH (Hydra) 4.0.2")
         assert r["image_digest"].startswith("native:" if r["runtime"] == "native" else "sha256:")
     text = kit("report", str(out)).stdout
     for rt in RUNTIMES.split(","):
@@ -151,7 +165,9 @@ def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
     assert leftovers() == []
 
 
-def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig):
+    """Ctrl-C at the terminal, or SIGTERM from a batch system's time limit."""
     out = tmp_path / "int"
     proc = subprocess.Popen(
         ["kit", *run_args("docker,singularity,charliecloud", out, repeats="2", steps="300")],
@@ -165,7 +181,7 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.5)
     time.sleep(3)  # well into the second trial
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     recs = records(out)

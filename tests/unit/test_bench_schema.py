@@ -1,8 +1,10 @@
 """The kit.bench/2 record schema the benchmarks share (benchmarks/kitbench.py)."""
 
+import importlib
 from pathlib import Path
 
 import kitbench
+import pytest
 
 TRAIN = {
     "schema": "kit.bench/2", "bench": "torch-cnn", "status": "ok", "framework": "torch",
@@ -80,3 +82,43 @@ def test_dataset_is_made_once_and_reused(tmp_path):
     before = stamp.stat().st_mtime_ns
     assert kitbench.ensure_dataset(str(tmp_path), 20, 16, 0, lambda: calls.append(1)) == root
     assert stamp.stat().st_mtime_ns == before and calls == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("bench", "argv", "message"),
+    [
+        (
+            "caffe2_cnn",
+            ["--precision", "bf16"],
+            "--precision bf16 is not supported here: the Caffe2 in PyTorch's wheel trains in "
+            "fp32 on a CPU",
+        ),
+        (
+            "caffe2_cnn",
+            ["--data-format", "nhwc"],
+            "--data-format nhwc is not supported here: the Caffe2 in PyTorch's wheel's CPU "
+            "nets here are NCHW",
+        ),
+        (
+            "tf_cnn",
+            ["--data-format", "nchw"],
+            "--data-format nchw is not supported here: TensorFlow's CPU convolutions take "
+            "NHWC only; use nhwc",
+        ),
+    ],
+)
+def test_what_a_framework_cannot_do_is_refused_by_name(bench, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(bench).parse_args(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {message}")
+
+
+def test_bf16_and_nhwc_are_taken_where_the_framework_has_them():
+    import tf_cnn
+    import torch_cnn
+
+    a = torch_cnn.parse_args(["--precision", "bf16", "--data-format", "nhwc"])
+    assert (a.precision, a.data_format) == ("bf16", "nhwc")
+    assert torch_cnn.parse_args([]).data_format == "nchw"
+    assert tf_cnn.parse_args(["--precision", "bf16"]).data_format == "nhwc"

@@ -149,3 +149,23 @@ def test_mpich_launcher_version_is_hydras_version_field():
     hydra = "HYDRA build details:\n    Version:                                 4.0.2\n"
     assert version_line(hydra) == "MPICH (Hydra) 4.0.2"
     assert version_line("mpirun (Open MPI) 4.1.4\n\nReport bugs") == "mpirun (Open MPI) 4.1.4"
+
+
+def test_allow_mismatch_from_the_command_line(tmp_path):
+    """Refused by default (named as such), compared and marked with --allow-mismatch."""
+    from kit import results
+
+    from .records import record
+
+    for i, rate in enumerate((100, 101, 102, 103, 104, 105)):
+        results.append(tmp_path, record("native", rate, index=2 * i))
+        other = record("docker", rate, index=2 * i + 1)
+        other["result"]["framework_version"] = "2.0"
+        results.append(tmp_path, other)
+    refused = kit("report", str(tmp_path))
+    assert refused.returncode == 0, refused.stderr
+    assert "not compared: software differs from native (2.0 / MPICH 4.0.2" in refused.stdout
+    allowed = kit("report", str(tmp_path), "--allow-mismatch")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "not compared" not in allowed.stdout
+    assert "no significant difference (MISMATCHED SOFTWARE)" in allowed.stdout

@@ -1,5 +1,8 @@
 """Rendered text, checked exactly (as hpccm's snapshot tests do)."""
 
+import re
+import shlex
+
 import pytest
 
 from kit import recipes, render
@@ -88,6 +91,67 @@ def test_definition_has_same_content_as_dockerfile(kit_root):
     assert "        openmpi-bin=4.1.4-3+b1 \\\n" in post
     assert "--no-build-isolation --no-binary=mpi4py" in post
     assert text.endswith('%runscript\n    exec /opt/kit/venv/bin/python "$@"\n')
+
+
+def _joined(text: str) -> list[str]:
+    return re.sub(r"\\\n\s*", " ", text).splitlines()
+
+
+def dockerfile_parts(text: str) -> tuple[set[str], dict, dict]:
+    """The shell commands of every RUN (mounts aside), ENV and the recipe's LABELs."""
+    commands, env, labels = set(), {}, {}
+    for line in _joined(text):
+        if line.startswith("RUN "):
+            body = line[4:]
+            while body.startswith("--mount="):
+                body = body.split(" ", 1)[1]
+            commands |= {" ".join(c.split()) for c in body.split(" && ")}
+        elif line.startswith("ENV "):
+            env.update(t.split("=", 1) for t in shlex.split(line[4:]))
+        elif line.startswith("LABEL "):
+            labels.update(t.split("=", 1) for t in shlex.split(line[6:]))
+    # the package lists are build arguments, known only once the image exists
+    return commands, env, {k: v for k, v in labels.items() if "${KIT_" not in v}
+
+
+def definition_parts(text: str) -> tuple[set[str], dict, dict]:
+    """The same from an Apptainer definition: %post commands (without the fakeroot
+    preamble and its exports), %environment and %labels."""
+    commands, env, labels, section, preamble = set(), {}, {}, None, False
+    for line in _joined(text):
+        s = line.strip()
+        if line.startswith("%") or s.startswith(("Bootstrap:", "From:", "Stage:")):
+            section = line.split()[0]
+        elif not s or s.startswith("#"):
+            continue
+        elif section == "%labels":
+            key, value = s.split(" ", 1)
+            labels[key] = value
+        elif section == "%environment":
+            env.update(t.split("=", 1) for t in shlex.split(s.removeprefix("export ")))
+        elif section == "%post":
+            preamble = preamble or s.startswith('if [ -z "${FAKEROOTKEY')
+            if preamble:
+                preamble = s != "fi"
+            elif s != "set -euo pipefail" and not s.startswith("export "):
+                commands.add(" ".join(s.split()))
+    return commands, env, labels
+
+
+@pytest.mark.parametrize("name", sorted(recipes.load_all()))
+def test_definition_and_dockerfile_carry_the_same_steps(name):
+    """Every command (apt pins, pip arguments), environment variable and label of the
+    Dockerfile is in the definition and nothing else is, for every recipe and variant;
+    the only extra step: the definition removes the copied wheels itself (Docker's bind
+    mount leaves none)."""
+    r = recipes.load(name)
+    for variant in r.variants:
+        commands, env, labels = dockerfile_parts(render.dockerfile(r, variant))
+        def_commands, def_env, def_labels = definition_parts(render.definition(r, variant))
+        extra = {"rm -rf /tmp/kit-wheels"} if r.compile else set()
+        assert def_commands == commands | extra
+        assert (def_env, def_labels) == (env, labels)
+        assert any("install -y" in c for c in commands) and labels["kit.recipe"] == name
 
 
 def test_render_then_check_then_drift(kit_root):

@@ -22,28 +22,50 @@ def test_median_ci_too_few_trials_says_so():
     assert iv.coverage == pytest.approx(0.75)
 
 
+def _normal_theory_width(sd: float, n: int, coverage: float) -> float:
+    """Width of a median's interval by the normal approximation (sd of the median is
+    sqrt(pi/2) sd / sqrt(n)), at the given two-sided coverage."""
+    z = statistics.NormalDist().inv_cdf(0.5 + coverage / 2)
+    return 2 * z * math.sqrt(math.pi / 2) * sd / math.sqrt(n)
+
+
 @pytest.mark.parametrize("n", [8, 12, 20])
 def test_median_ci_coverage(n):
+    """Coverage is what the interval claims, from both sides (not too narrow, not too
+    wide), misses fall evenly on either side, and the width is what theory says."""
     rng = random.Random(n)
-    true_median = 100.0  # lognormal(mu) has median exp(mu)
-    hits = 0
-    runs = 2000
+    mu, sigma = math.log(100.0), 0.1  # lognormal(mu, sigma) has median exp(mu) = 100
+    runs, below, above, widths, claimed = 2000, 0, 0, [], []
     for _ in range(runs):
-        xs = [rng.lognormvariate(4.605170185988092, 0.1) for _ in range(n)]
-        iv = stats.median_ci(xs)
-        hits += iv.low <= true_median <= iv.high
-    assert hits / runs >= 0.93  # nominal >= 0.95, minus simulation noise
+        iv = stats.median_ci([rng.lognormvariate(mu, sigma) for _ in range(n)])
+        below += iv.high < 100.0
+        above += iv.low > 100.0
+        widths.append(math.log(iv.high / iv.low))
+        claimed.append(iv.coverage)
+    coverage = statistics.fmean(claimed)
+    assert coverage >= 0.95
+    hit = 1 - (below + above) / runs
+    assert abs(hit - coverage) <= 3 * math.sqrt(coverage * (1 - coverage) / runs) + 0.005
+    assert abs(below - above) <= 3 * math.sqrt(below + above) + 2
+    theory = _normal_theory_width(sigma, n, coverage)
+    assert 0.75 * theory <= statistics.fmean(widths) <= 1.3 * theory
 
 
 def test_ratio_ci_coverage_and_reproducible():
     rng = random.Random(7)
-    runs, hits = 300, 0
+    runs, hits, widths = 300, 0, []
     for _ in range(runs):
         a = [rng.gauss(95.0, 2.0) for _ in range(10)]
         b = [rng.gauss(100.0, 2.0) for _ in range(10)]
         iv = stats.ratio_ci(a, b, resamples=1000)
         hits += iv.low <= 0.95 <= iv.high
-    assert hits / runs >= 0.88  # the percentile bootstrap undercovers a little at n = 10
+        widths.append(iv.high - iv.low)
+    # the percentile bootstrap undercovers a little at n = 10, and must not be wide open
+    assert 0.88 <= hits / runs <= 0.99
+    # relative half-widths of the two medians add in quadrature; the ratio is 0.95
+    half = math.hypot(*(_normal_theory_width(2.0 / m, 10, 0.95) / 2 for m in (95.0, 100.0)))
+    theory = 2 * 0.95 * half
+    assert 0.6 * theory <= statistics.fmean(widths) <= 1.4 * theory
     a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 2.5, 3.0]
     assert stats.ratio_ci(a, b) == stats.ratio_ci(a, b)
 
