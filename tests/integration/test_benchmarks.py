@@ -7,6 +7,7 @@ reads; a batch that cannot fit must come back as an "oom" result.
 """
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from kit import trial
 from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit
 
 pytestmark = pytest.mark.integration
+
+SITE_DATA = Path("/srv/kit-test-data")
 
 
 def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) -> list[dict]:
@@ -66,20 +69,37 @@ def check_sweep(res: dict) -> None:
     assert p2p[-1]["bandwidth_mb_s"] > p2p[0]["bandwidth_mb_s"]
 
 
-def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, tmp_path):
-    """torch-cnn (synthetic and real JPEGs, bound into each container) and the MPI sweep;
-    the report shows I/O overhead and the MPI table."""
+@pytest.fixture
+def site_data():
+    """A read-only JPEG set where no runtime looks by default (Apptainer binds /tmp,
+    /var/tmp and $HOME on its own), as a site's shared data set would be: only kit's
+    bind can make it visible inside a container. ci/test (as root) makes the folder."""
+    if not os.access(SITE_DATA, os.W_OK):
+        pytest.fail(f"{SITE_DATA} must exist and be writable by this user (ci/test makes it)")
+    root = Path(kitbench.ensure_dataset(str(SITE_DATA), 512, 32, 0, lambda: None))
+    files = sorted(root.rglob("*"))
+    for f in [root, *files]:
+        f.chmod(f.stat().st_mode & ~0o222)
+    yield root, {f: f.stat().st_mtime_ns for f in files}
+    for f in [root, *files]:
+        f.chmod(f.stat().st_mode | 0o200)
+
+
+def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, site_data, tmp_path):
+    """torch-cnn (synthetic and real JPEGs from a read-only folder outside every default
+    bind) and the MPI sweep; the report shows I/O overhead and the MPI table."""
+    root, before = site_data
     out = tmp_path / "run"
-    data = tmp_path / "data"
     recs = campaign(
         "pytorch-mpich",
         RUNTIMES,
         "torch-cnn,mpi",
         out,
-        *("--data", "synthetic,real", "--data-dir", str(data)),
+        *("--data", "synthetic,real", "--data-dir", str(SITE_DATA)),
     )
+    # a runtime that did not see the folder would have tried to make it, and failed
     check(recs, RUNTIMES, "torch-cnn,mpi", ("synthetic", "real"))
-    assert len(list(data.rglob("*.jpg"))) == 512  # made once, by the first real trial
+    assert {f: f.stat().st_mtime_ns for f in root.rglob("*")} == before
     text = kit("report", str(out)).stdout
     assert "## I/O overhead" in text and "## MPI point-to-point and allreduce" in text
     for rt in RUNTIMES.split(","):
