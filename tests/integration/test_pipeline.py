@@ -3,15 +3,19 @@
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tarfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from kit import recipes
 
+from ..conftest import MINI
 from .conftest import IMAGE, RUNTIMES, docker, kit, leftovers
 
 pytestmark = pytest.mark.integration
@@ -75,11 +79,49 @@ def test_image_records_what_it_contains(built):
     assert lib.startswith("MPICH Version:")
 
 
-def test_site_ca_never_stays_in_the_image(built):
-    history = docker("history", "--no-trunc", TAG)
-    assert "BEGIN CERTIFICATE" not in history
-    p = subprocess.run(["docker", "run", "--rm", TAG, "test", "-e", "/run/secrets/cacert"])
-    assert p.returncode == 1
+def test_ca_cert_serves_the_build_and_stays_out_of_every_layer(ready, tmp_path):
+    """kit build --ca-cert with a throwaway CA (appended to the host's bundle, so the
+    package index still verifies): the build runs every step (a fresh ENV value defeats
+    the layer cache; BuildKit does not key it on secrets), and no saved layer, nor the
+    image's config (environment, labels, history), holds the CA afterwards."""
+    nonce = uuid.uuid4().hex
+    root = tmp_path / "root"
+    (root / "recipes").mkdir(parents=True)
+    (root / "recipes" / "mini-openmpi.toml").write_text(
+        MINI.replace("[mpi]", f'[env]\nKIT_TEST_NONCE = "{nonce}"\n\n[mpi]')
+    )
+    shutil.copytree(Path(__file__).resolve().parents[2] / "benchmarks", root / "benchmarks")
+    key, cert = tmp_path / "ca.key", tmp_path / "ca.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", f"/CN=kit-throwaway-{nonce}", "-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_output=True,
+        check=True,
+    )
+    bundle = tmp_path / "bundle.pem"
+    host = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    bundle.write_text(host + cert.read_text())
+    env = {**os.environ, "KIT_ROOT": str(root)}
+    kit("render", env=env)
+    tag = "kit/mini-openmpi:0.1.0-cpu"
+    try:
+        kit("build", "mini-openmpi", "--ca-cert", str(bundle), env=env, timeout=1800)
+        saved = tmp_path / "image.tar"
+        docker("save", "-o", str(saved), tag)
+        # one line of the certificate's body: unique to this CA, present in any copy of it
+        needle = cert.read_text().splitlines()[2].encode()
+        assert needle in cert.read_bytes() and needle not in host.encode()
+        with tarfile.open(saved) as tar:  # layers (uncompressed tars) and the config JSON
+            holding = [m.name for m in tar if m.isfile() and needle in tar.extractfile(m).read()]
+        assert holding == []
+        config = docker("image", "inspect", tag) + docker("history", "--no-trunc", tag)
+        assert nonce in config and "BEGIN CERTIFICATE" not in config
+        p = subprocess.run(["docker", "run", "--rm", tag, "test", "-e", "/run/secrets/cacert"])
+        assert p.returncode == 1
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
 def test_conversions_are_cached_by_digest(built):

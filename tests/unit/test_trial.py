@@ -80,8 +80,14 @@ def test_timeout_stops_whole_tree(tmp_path, capsys):
 
 
 def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
-    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    def ctrl_c_once_started() -> None:  # not on a fixed clock: a slow start must not race it
+        pids, deadline = tmp_path / "pids", time.monotonic() + 60
+        while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_started, daemon=True).start()
     out, cleaned = run_escaper(300, 60, "t-int", tmp_path)
     assert out.status == "interrupted"
     assert cleaned == [True]
