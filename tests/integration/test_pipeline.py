@@ -87,8 +87,12 @@ def test_ca_cert_serves_the_build_and_stays_out_of_every_layer(ready, tmp_path):
     nonce = uuid.uuid4().hex
     root = tmp_path / "root"
     (root / "recipes").mkdir(parents=True)
+    buildable = '"python3=3.11.2-1+b1", "python3-venv=3.11.2-1+b1", "python3-dev=3.11.2-1+b1", '
+    buildable += '"gcc=4:12.2.0-3"'  # the render-only mini recipe, made buildable (venv, mpi4py)
     (root / "recipes" / "mini-openmpi.toml").write_text(
-        MINI.replace("[mpi]", f'[env]\nKIT_TEST_NONCE = "{nonce}"\n\n[mpi]')
+        MINI.replace('"python3=3.11.2-1+b1"', buildable).replace(
+            "[mpi]", f'[env]\nKIT_TEST_NONCE = "{nonce}"\n\n[mpi]'
+        )
     )
     shutil.copytree(Path(__file__).resolve().parents[2] / "benchmarks", root / "benchmarks")
     key, cert = tmp_path / "ca.key", tmp_path / "ca.pem"
