@@ -66,7 +66,7 @@ def still_running(tree: "Tree", marker: str) -> tuple[dict, ...]:
     """What a timed-out trial was still doing: ranks (in rank order), then their launchers;
     marked processes count too (ranks inside a Docker container are outside the tree)."""
     tree.scan()
-    pids = sorted({tree.root, *tree.alive(), *marked(marker)})
+    pids = {tree.root, *tree.alive(), *marked(marker)}
     found = [d for pid in pids if (d := describe(pid))]
     found.sort(key=lambda d: (d["rank"] is None, d["rank"] or 0, d["pid"]))
     return tuple(found)
