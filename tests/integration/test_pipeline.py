@@ -220,6 +220,8 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: not the SIGINT-ignoring disposition of a background job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     log = out / "trials.jsonl"
     deadline = time.monotonic() + 300

@@ -87,8 +87,14 @@ def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # A job a non-interactive shell starts in the background ignores SIGINT, and so would
+    # this test process: Ctrl-C's own handler for the test's duration.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=ctrl_c_once_started, daemon=True).start()
-    out, cleaned = run_escaper(300, 60, "t-int", tmp_path)
+    try:
+        out, cleaned = run_escaper(300, 60, "t-int", tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert out.status == "interrupted"
     assert cleaned == [True]
 
