@@ -15,7 +15,7 @@ import pytest
 
 from kit import recipes
 
-from ..conftest import MINI
+from ..conftest import MINI, REPO
 from .conftest import IMAGE, RUNTIMES, docker, kit, leftovers
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,7 @@ def test_ca_cert_serves_the_build_and_stays_out_of_every_layer(ready, tmp_path):
             "[mpi]", f'[env]\nKIT_TEST_NONCE = "{nonce}"\n\n[mpi]'
         )
     )
-    shutil.copytree(Path(__file__).resolve().parents[2] / "benchmarks", root / "benchmarks")
+    shutil.copytree(REPO / "benchmarks", root / "benchmarks")  # as the kit_root fixture does
     key, cert = tmp_path / "ca.key", tmp_path / "ca.pem"
     subprocess.run(
         [
