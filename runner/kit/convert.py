@@ -93,6 +93,16 @@ def compression() -> str:
     return spec
 
 
+def mksquashfs_args(spec: str) -> list[str]:
+    """The same compression as mksquashfs options, for what Apptainer builds itself
+    (`kit pull`, definition builds): its default, gzip on one pass, is several times
+    slower to make than zstd:3. mksquashfs takes no level for xz or lz4."""
+    name, level = parse_compression(spec)
+    if level is not None and name not in ("gzip", "zstd"):
+        raise KitError(f"mksquashfs takes no {name} level: set compression '{name}' alone")
+    return ["-comp", name] + (["-Xcompression-level", str(level)] if level is not None else [])
+
+
 def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
     """Make each requested format once per digest; print what was made or reused, with
     each phase's time (also kept in the manifest). The squashfs and the SIF share one

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .convert import APPTAINER_FIX
+from .convert import APPTAINER_FIX, compression, mksquashfs_args
 from .errors import KitError
 from .paths import cache_dir
 from .proc import stream, which
@@ -28,14 +28,19 @@ def _path(recipe: Recipe, variant: str) -> Path:
 
 
 def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
-    """Build the SIF from ref (a registry reference, or any Apptainer source URI)."""
+    """Build the SIF from ref (a registry reference, or any Apptainer source URI),
+    compressed as `kit convert` compresses (KIT_SQUASHFS_COMPRESSION)."""
     recipe.check_variant(variant)
     apptainer = which("apptainer", APPTAINER_FIX)
     source = ref if "://" in ref else f"docker://{ref}"
     sif = _path(recipe, variant)
     sif.parent.mkdir(parents=True, exist_ok=True)
     tmp = sif.with_suffix(".sif.part")
-    stream([apptainer, "build", "--force", str(tmp), source], "apptainer build")
+    squash = " ".join(mksquashfs_args(compression()))
+    stream(
+        [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
+        "apptainer build",
+    )
     h = hashlib.sha256()
     with tmp.open("rb") as f:
         while chunk := f.read(1 << 20):

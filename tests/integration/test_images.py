@@ -101,6 +101,7 @@ def test_definition_builds_with_apptainer_alone(ready, tmp_path):
     sif = tmp_path / "pytorch-mpich.sif"
     apptainer(
         *("build", "--ignore-fakeroot-command"),
+        *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),  # as the README's
         *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
         *("--build-arg", f"BASE_SIF={tmp_path / 'base.sif'}"),
         *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),

@@ -1,0 +1,57 @@
+"""Compression settings, and the exact Apptainer command `kit pull` runs."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kit import convert, pull, recipes
+from kit.errors import KitError
+
+
+@pytest.mark.parametrize(
+    ("spec", "args"),
+    [
+        ("zstd:3", ["-comp", "zstd", "-Xcompression-level", "3"]),
+        ("gzip:6", ["-comp", "gzip", "-Xcompression-level", "6"]),
+        ("lz4", ["-comp", "lz4"]),
+        ("xz", ["-comp", "xz"]),
+    ],
+)
+def test_mksquashfs_args_carry_the_setting(spec, args):
+    assert convert.mksquashfs_args(spec) == args
+
+
+def test_bad_compression_names_the_value_and_the_choices():
+    with pytest.raises(KitError, match="compression 'zstd:fast' must be one of zstd, lz4, gzip"):
+        convert.parse_compression("zstd:fast")
+    with pytest.raises(KitError, match="mksquashfs takes no xz level: set compression 'xz'"):
+        convert.mksquashfs_args("xz:6")
+
+
+def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
+    """`apptainer build` gets the same compression `kit convert` uses; the SIF is filed
+    with its reference and digest."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "argv.json"
+    fake = bin_dir / "apptainer"
+    fake.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(log)!r}, 'w'))\n"
+        "open(sys.argv[-2], 'w').write('sif')\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KIT_SQUASHFS_COMPRESSION", "gzip:1")
+    got = pull.pull(recipes.load("mini-openmpi"), "cpu", "site/kit-mini:0.1.0-cpu")
+    sif = tmp_path / "cache" / "pulled" / "mini-openmpi" / "0.1.0-cpu.sif"
+    assert json.loads(log.read_text()) == [
+        *("build", "--force", "--mksquashfs-args", "-comp gzip -Xcompression-level 1"),
+        str(sif.with_suffix(".sif.part")),
+        "docker://site/kit-mini:0.1.0-cpu",
+    ]
+    assert (got.sif, got.ref) == (sif, "docker://site/kit-mini:0.1.0-cpu")
+    assert got.digest.startswith("sif-sha256:") and Path(got.sif).read_text() == "sif"
