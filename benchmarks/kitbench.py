@@ -10,7 +10,9 @@ schema and `validate` checks a record against it.
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
+import contextlib
 import faulthandler
+import io
 import json
 import math
 import os
@@ -40,15 +42,17 @@ MODELS = {  # model -> input image side; each framework builds those it has
 DATASET_STAMP = "kit-dataset.json"
 
 # kit sends SIGUSR1 to a rank that outlives --timeout (runner/kit/trial.py): every
-# thread's Python stack goes to stderr and into the trial's record.
-faulthandler.register(signal.SIGUSR1, all_threads=True)
+# thread's Python stack goes to stderr and into the trial's record. (The runner imports
+# the scripts to read their MODELS, sometimes with a stderr that is no file: no dump then.)
+with contextlib.suppress(io.UnsupportedOperation):
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 # The record: field -> (type, meaning). COMMON in every record; TRAIN in a training
 # benchmark's (status "ok"; an "oom" record has images_per_sec null and "error");
-# MPI in the MPI micro-benchmark's.
+# MPI in the MPI micro-benchmark's, GRPC in the gRPC one's.
 COMMON = {
     "schema": (str, "kit.bench/2"),
-    "bench": (str, "entry point: torch-cnn, tf-cnn, caffe2-cnn or mpi"),
+    "bench": (str, "entry point: torch-cnn, torch-hvd, tf-cnn, tf-ps, caffe2-cnn or mpi"),
     "status": (str, "ok, or oom when the configuration did not fit in memory"),
     "framework": (str, "torch, tensorflow, caffe2 or mpi4py"),
     "framework_version": (str, "its version as imported"),
@@ -64,7 +68,7 @@ TRAIN = {
     "batch_size": (int, "images per rank per step"),
     "data": (str, "synthetic, or real (decoded from JPEG files by the framework's pipeline)"),
     "task": (str, "throughput (fixed batch), or accuracy (a learnable problem)"),
-    "dist": (str, "how gradients are combined: none, ddp, horovod or gloo"),
+    "dist": (str, "how gradients are combined: none, ddp, horovod, gloo or parameter_server"),
     "precision": (str, "fp32 or bf16"),
     "data_format": (str, "nchw or nhwc"),
     "threads_per_rank": (int, "intra-op threads"),
@@ -84,12 +88,27 @@ MPI = {
     ),
     "allreduce": (list, "float32 sum over all ranks: {bytes, iterations, latency_us}"),
 }
+GRPC = {
+    "servers": (int, "parameter-server ranks"),
+    "buffers": (int, "buffers (iovecs) per payload, at most"),
+    "p2p": (
+        list,
+        "Echo from rank 0 to rank 1: {payload, mode, bytes, iterations, latency_us, "
+        "bandwidth_mb_s}",
+    ),
+    "ps": (
+        list,
+        "push and pull, every rank to each server: {payload, mode, bytes, "
+        "iterations, throughput_mb_s}",
+    ),
+}
+SWEEPS = {"mpi": MPI, "grpc": GRPC}  # benchmarks whose record is a sweep, not training
 
 
 def validate(rec: dict) -> list[str]:
     """What is wrong with a record (empty when it follows the schema)."""
     fields = dict(COMMON)
-    fields.update(MPI if rec.get("bench") == "mpi" else TRAIN)
+    fields.update(SWEEPS.get(rec.get("bench"), TRAIN))
     problems = []
     if rec.get("schema") != SCHEMA:
         problems.append(f"schema is {rec.get('schema')!r}, not {SCHEMA}")
@@ -383,6 +402,12 @@ def emit(rec: dict) -> None:
                 f"; p2p latency {rec['p2p'][0]['latency_us']:.2f} us, bandwidth "
                 f"{max(r['bandwidth_mb_s'] for r in rec['p2p']):.0f} MB/s"
             )
+    elif rec["bench"] == "grpc":
+        big = max(rec["p2p"], key=lambda r: r["bandwidth_mb_s"])
+        summary = (
+            f"p2p latency {rec['p2p'][0]['latency_us']:.0f} us, bandwidth "
+            f"{big['bandwidth_mb_s']:.0f} MB/s ({big['payload']}, {big['mode']})"
+        )
     else:
         summary = (
             f"{rec['model']} bs={rec['batch_size']} {rec['data']} {rec['precision']}: "

@@ -104,7 +104,8 @@ def compiled_step(tf, hvd_tf, model):
     return step
 
 
-def real_batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier):
+def real_dataset(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier):
+    """The JPEG folder through tf.data: this rank's shard, decoded and batched."""
     root = kitbench.ensure_dataset(a.data_dir, a.dataset_images, side, rank, barrier)
     classes = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
     table = tf.lookup.StaticHashTable(
@@ -131,14 +132,14 @@ def real_batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, bar
         .batch(a.batch_size, drop_remainder=True)
         .prefetch(tf.data.AUTOTUNE)
     )
-    return iter(ds)
+    return ds
 
 
 def batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier):
     import numpy as np
 
     if a.data == "real":
-        yield from real_batches(tf, a, rank, size, side, barrier)
+        yield from iter(real_dataset(tf, a, rank, size, side, barrier))
         return
     rng = np.random.default_rng(1234 + rank)
     if a.task == "accuracy":

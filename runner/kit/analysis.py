@@ -4,9 +4,12 @@ Every report format (Markdown, CSV, JSON, HTML and its plots) renders this model
 so they cannot disagree. Trials are grouped by what was measured (image,
 benchmark, model, batch size, ranks); within a group each runtime arm is
 summarised by medians with intervals and compared with the reference arm
-(`native`): paired by round where both arms finished it, else by the ratio of
-medians. The comparisons form one family: their intervals are Bonferroni-adjusted
-so that every verdict of the report holds together at the stated confidence.
+(`native` unless the report names another baseline): paired by round where both
+arms finished it, else by the ratio of medians. With the baseline `all`, every other
+pair of arms is compared too, since published claims are as often container vs
+container (Singularity vs Docker) as container vs native. The comparisons form one
+family: their intervals are Bonferroni-adjusted so that every verdict of the report
+holds together at the stated confidence.
 """
 
 import dataclasses
@@ -21,6 +24,7 @@ from . import results, stats
 from .errors import KitError
 
 REFERENCE = "native"
+ALL_PAIRS = "all"
 OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
 
 
@@ -33,6 +37,8 @@ class Key:
     ranks: int
     data: str = "synthetic"  # or "real": read through the framework's input pipeline
     launcher: str = "local"  # or "slurm": each trial a batch job
+    variant: str = "cpu"  # cpu and cuda builds of a recipe are different software
+    bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
 
 
 @dataclass
@@ -42,6 +48,7 @@ class Arm:
     runtime: str
     n: int
     rate: stats.Interval  # images/s, all ranks together
+    rates: list[float]  # each trial's images/s, in trial order
     startup: stats.Interval  # seconds from launch to the first finished step
     peak_rss_mb: float  # median over trials of the largest rank's peak RSS
     framework: str
@@ -53,6 +60,7 @@ class Arm:
     detectable: float | None = None  # smallest relative difference it could detect
     verdict: str = ""
     precision: str = ""  # with a precision target: "reached" or "not reached (±x%)"
+    against: str = ""  # the arm its ratio is over ("" for the baseline itself)
     loss: list[float] = field(default_factory=list)  # median loss per timed step
     load: dict = field(default_factory=dict)  # what the host did during its trials
 
@@ -72,8 +80,9 @@ class Variance:
 @dataclass
 class Group:
     key: Key
-    arms: list[Arm]
+    arms: list[Arm]  # the baseline first (when the group has it); ratios are over it
     variance: Variance | None = None
+    pairs: list[Arm] = field(default_factory=list)  # baseline "all": the other pairs
 
 
 @dataclass
@@ -116,6 +125,30 @@ class MpiSweep:
 
 
 @dataclass
+class GrpcPoint:
+    """One payload shape, mode and size of a gRPC sweep: medians over trials."""
+
+    payload: str  # uniform, random or skew
+    mode: str  # serialized or non-serialized
+    bytes: int
+    latency_us: stats.Interval
+    bandwidth_mb_s: stats.Interval
+    ps_mb_s: stats.Interval  # parameter-server push + pull throughput, all workers
+
+
+@dataclass
+class GrpcSweep:
+    image: str
+    ranks: int
+    launcher: str
+    runtime: str
+    n: int
+    version: str  # grpcio
+    servers: int
+    points: list[GrpcPoint]
+
+
+@dataclass
 class Analysis:
     out_dir: str
     trials: int
@@ -133,7 +166,11 @@ class Analysis:
     comparisons: int = 0  # the family the verdicts' intervals are adjusted for
     each_confidence: float = 0.95  # each comparison's interval: Bonferroni over the family
     precision_target: float | None = None  # the campaign's --precision, if it had one
+    baseline: str = REFERENCE  # the arm every other is compared with
+    preset: dict = field(default_factory=dict)  # name, title, question of a preset's report
+    published: list[dict] = field(default_factory=list)  # its figures beside ours
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
+    grpc: list[GrpcSweep] = field(default_factory=list)
 
 
 def _mode(values: list[str]) -> str:
@@ -159,6 +196,7 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         runtime=runtime,
         n=len(rs),
         rate=stats.median_ci([x["images_per_sec"] for x in res], conf),
+        rates=[x["images_per_sec"] for x in res],
         startup=stats.median_ci([x["startup_s"] for x in res], conf),
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
         framework=_mode([x["framework_version"] for x in res]),
@@ -203,6 +241,7 @@ def _compare(
 ) -> None:
     """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when
     enough rounds have both, else unpaired; its verdict and precision."""
+    arm.against = ref.runtime
     mine, theirs = _by_round(rs), _by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
     if len(pairs) >= stats.min_n(each):
@@ -268,7 +307,10 @@ def targets(out_dirs: list[Path]) -> float | None:
 
 
 def analyse(
-    out_dirs: list[Path], confidence: float = 0.95, allow_mismatch: bool = False
+    out_dirs: list[Path],
+    confidence: float = 0.95,
+    allow_mismatch: bool = False,
+    baseline: str = REFERENCE,
 ) -> Analysis:
     """The analysis of one or more campaigns' results (e.g. the same matrix run locally
     and through Slurm, side by side)."""
@@ -290,6 +332,7 @@ def analyse(
         allow_mismatch,
         targets(out_dirs),
         skipped,
+        baseline,
     )
 
 
@@ -300,38 +343,62 @@ def summarise(
     allow_mismatch: bool = False,
     target: float | None = None,
     skipped: list[str] | None = None,
+    baseline: str = REFERENCE,
 ) -> Analysis:
     """The analysis of trial records (a campaign in progress uses it to decide whether its
-    comparisons are precise enough)."""
+    comparisons are precise enough), each arm compared with `baseline` (an arm's name,
+    or "all": native first, then every other pair)."""
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         launcher = "slurm" if r.get("launcher") == "slurm" else "local"
-        if "allreduce" in r["result"]:
-            sweeps[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
+        if r["bench"] in ("mpi", "grpc"):
+            into = sweeps if r["bench"] == "mpi" else grpc
+            into[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
             continue
         data = r.get("data") or r["result"].get("data", "synthetic")
-        key = Key(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher)
+        key = Key(
+            *(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher),
+            r.get("variant") or "cpu",
+            " ".join(r.get("bench_args") or []),
+        )
         by_key[key][r["runtime"]].append(r)
 
+    ref = REFERENCE if baseline == ALL_PAIRS else baseline
+    arms_seen = {rt for by_rt in by_key.values() for rt in by_rt}
+    if by_key and baseline not in (ALL_PAIRS, REFERENCE) and baseline not in arms_seen:
+        raise KitError(
+            f"baseline '{baseline}' is not an arm of these results (arms: "
+            f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
+        )
     groups = []
     for key, by_rt in sorted(by_key.items(), key=lambda kv: tuple(vars(kv[0]).values())):
-        order = sorted(by_rt, key=lambda n: (n != REFERENCE, n))
+        order = sorted(by_rt, key=lambda n: (n != ref, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
         groups.append(Group(key, arms, variance(by_rt)))
     family = [
-        (g, arm)
+        (g, arm, g.arms[0])
         for g in groups
-        if g.arms[0].runtime == REFERENCE
+        if g.arms[0].runtime == ref
         for arm in g.arms[1:]
         if _comparable(arm, g.arms[0], allow_mismatch)
     ]
+    if baseline == ALL_PAIRS:
+        for g in groups:
+            others = g.arms[1:] if g.arms[0].runtime == ref else g.arms
+            for i, base in enumerate(others):
+                for arm in others[i + 1 :]:
+                    pair = dataclasses.replace(arm, verdict="", against=base.runtime)
+                    g.pairs.append(pair)
+                    if _comparable(pair, base, allow_mismatch):
+                        family.append((g, pair, base))
     each = stats.family_confidence(confidence, len(family))
-    for g, arm in family:
+    for g, arm, base in family:
         by_rt = by_key[g.key]
-        _compare(arm, g.arms[0], by_rt[arm.runtime], by_rt[REFERENCE], each, target)
+        _compare(arm, base, by_rt[arm.runtime], by_rt[base.runtime], each, target)
 
     scaling = []
     for key, by_rt in by_key.items():
@@ -387,12 +454,18 @@ def summarise(
             for (image, ranks, launcher), by_rt in sorted(sweeps.items())
             for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
         ],
+        grpc=[
+            _grpc(image, ranks, launcher, rt, rs, confidence)
+            for (image, ranks, launcher), by_rt in sorted(grpc.items())
+            for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
+        ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
         runtimes=runtimes,
         comparisons=len(family),
         each_confidence=each,
         precision_target=target,
         skipped=skipped or [],
+        baseline=ref,
     )
 
 
@@ -423,3 +496,28 @@ def _sweep(
     ]
     mpi = _mode([x["mpi_library"] for x in res])
     return MpiSweep(image, ranks, launcher, runtime, len(rs), mpi, points)
+
+
+def _grpc(
+    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+) -> GrpcSweep:
+    """Per payload shape, mode and size, medians over the trials that measured it."""
+    res = [r["result"] for r in rs]
+    p2p: dict[tuple, list[dict]] = defaultdict(list)
+    ps: dict[tuple, list[dict]] = defaultdict(list)
+    for x in res:
+        for row in x["p2p"]:
+            p2p[(row["payload"], row["mode"], row["bytes"])].append(row)
+        for row in x["ps"]:
+            ps[(row["payload"], row["mode"], row["bytes"])].append(row)
+    points = [
+        GrpcPoint(
+            *key,
+            stats.median_ci([row["latency_us"] for row in p2p[key]], conf),
+            stats.median_ci([row["bandwidth_mb_s"] for row in p2p[key]], conf),
+            stats.median_ci([row["throughput_mb_s"] for row in ps[key]], conf),
+        )
+        for key in sorted(p2p.keys() & ps.keys())
+    ]
+    version = _mode([x["framework_version"] for x in res])
+    return GrpcSweep(image, ranks, launcher, runtime, len(rs), version, res[0]["servers"], points)

@@ -35,10 +35,12 @@ BENCHES = {
     "torch-cnn": ("torch_cnn.py", []),
     "torch-hvd": ("torch_cnn.py", ["--dist", "horovod"]),
     "tf-cnn": ("tf_cnn.py", []),
+    "tf-ps": ("tf_ps.py", []),
     "caffe2-cnn": ("caffe2_cnn.py", []),
     "mpi": ("mpi_bench.py", []),
+    "grpc": ("grpc_bench.py", []),
 }
-SWEEPS = ("mpi",)  # benchmarks without model, batch size or data: one sweep per trial
+SWEEPS = ("mpi", "grpc")  # benchmarks without model, batch size or data: one sweep per trial
 SPEC_FILE = results.SPEC_FILE
 FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
@@ -493,9 +495,9 @@ def _figure(record: dict) -> str:
     if record["status"] != "ok" or not r:
         return record["status"].upper()
     if record["bench"] in SWEEPS:
-        return (
-            f"allreduce {r['allreduce'][0]['latency_us']:.1f} us at {r['allreduce'][0]['bytes']} B"
-        )
+        first = (r.get("allreduce") or r["p2p"])[0]
+        what = "allreduce" if r.get("allreduce") else "p2p"
+        return f"{what} {first['latency_us']:.1f} us at {first['bytes']} B"
     return f"{r['images_per_sec']:.1f} images/s"
 
 

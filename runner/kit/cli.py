@@ -184,9 +184,57 @@ def _check_confidence(value: float) -> None:
         raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
 
 
+def cmd_presets(a: argparse.Namespace) -> None:
+    from . import presets
+
+    for name in presets.names():
+        p = presets.load(name)
+        legs = ", ".join(f"{leg.name} ({leg.image})" for leg in p.legs)
+        print(f"{name}  ~{p.minutes} min here  {p.title}")
+        print(f"    legs: {legs}; {len(p.published)} published figure(s); baseline {p.baseline}")
+
+
+PRESET_OWN = {"command", "func", "image", "preset", "full", "out", "dry_run", "resume"}
+
+
+def _run_preset(a: argparse.Namespace) -> None:
+    """Each leg a `kit run` of its own, in OUT/LEG; then the preset's report."""
+    from . import presets, report
+
+    if a.image is not None:
+        raise KitError(f"--preset {a.preset} names its own images; drop '{a.image}'")
+    defaults = vars(parser().parse_args(["run", "IMAGE"]))
+    for dest, value in vars(a).items():
+        if dest not in PRESET_OWN and defaults.get(dest) != value:
+            flag = "--" + dest.replace("_", "-")
+            raise KitError(f"--preset {a.preset} sets the campaign's options; drop {flag}")
+    p = presets.load(a.preset)
+    out = a.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    if not a.dry_run:
+        presets.save(p, out, a.full)
+    for i, leg in enumerate(p.legs, 1):
+        args = presets.argv(p, leg, out, a.full)
+        if a.dry_run:
+            args.append("--dry-run")
+        elif a.resume and (out / leg.name / "campaign.json").is_file():
+            args.append("--resume")
+        print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
+        cmd_run(parser().parse_args(args))
+    if not a.dry_run:
+        path, text = report.write([out], "md", 0.95, False)
+        sys.stdout.write(text if path is None else f"report: {path}\n")
+
+
 def cmd_run(a: argparse.Namespace) -> None:
     from . import campaign, paths, recipes, runtimes, slurm, units
 
+    if a.preset is not None:
+        _run_preset(a)
+        return
+    if a.image is None:
+        raise KitError("kit run needs an IMAGE (see kit list) or --preset NAME (see kit presets)")
+    if a.full:
+        raise KitError("--full goes with --preset NAME (the study's own sizes)")
     r = recipes.load(a.image)
     if a.variant not in r.variants:
         raise KitError(
@@ -311,7 +359,7 @@ def cmd_report(a: argparse.Namespace) -> None:
     for d in a.dir:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
-    path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch)
+    path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch, a.baseline)
     if a.format == "html" and path is not None:
         print(path)
     else:
@@ -413,7 +461,19 @@ def parser() -> argparse.ArgumentParser:
         "interleaved in seeded random order; each trial's record is appended "
         "to OUT/trials.jsonl the moment it ends.",
     )
-    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("image", metavar="IMAGE", nargs="?", help="the image (or --preset)")
+    s.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="run a study's experiment (kit presets lists them): each leg a campaign in "
+        "OUT/LEG, then the report with the published figures beside the measured ones",
+    )
+    s.add_argument(
+        "--full",
+        action="store_true",
+        help="with --preset: the study's own sizes (CUDA images, its batch sizes and "
+        "rank counts) for a real cluster, instead of the 2-core sizes",
+    )
     s.add_argument(
         "--runtime",
         default="native,docker,singularity,charliecloud",
@@ -535,9 +595,9 @@ def parser() -> argparse.ArgumentParser:
         "report",
         help="overhead, scaling and memory tables (and plots) from a results directory",
         description="Summarise a campaign: per runtime median images/s with intervals, the "
-        "ratio to native with a verdict and the smallest difference the campaign could "
-        "detect, start-up, peak memory, scaling efficiency. Written to DIR/report.FORMAT; "
-        "html is one self-contained page with the figures.",
+        "ratio to the baseline (native unless --baseline) with a verdict and the smallest "
+        "difference the campaign could detect, start-up, peak memory, scaling efficiency. "
+        "Written to DIR/report.FORMAT; html is one self-contained page with the figures.",
     )
     s.add_argument(
         "dir",
@@ -555,7 +615,16 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare runtimes even when their framework or MPI versions differ (marked)",
     )
+    s.add_argument(
+        "--baseline",
+        help="the arm every other is compared with (default: native, or a preset's own), "
+        "e.g. docker; 'all' "
+        "also compares every other pair (e.g. singularity over docker), in one family",
+    )
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
+    s.set_defaults(func=cmd_presets)
 
     s = sub.add_parser("doctor", help="what this host has for each runtime, and the fixes")
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")

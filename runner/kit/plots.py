@@ -161,8 +161,8 @@ def _overhead(a: Analysis) -> Iterator[Figure]:
         name = f"{image} {bench} {model}"
         yield Figure(
             slug,
-            f"Throughput relative to {REFERENCE}, {a.confidence:.0%} intervals: {name}",
-            _svg(slug, name, f"images/s relative to {REFERENCE}", "", draw),
+            f"Throughput relative to {a.baseline}, {a.confidence:.0%} intervals: {name}",
+            _svg(slug, name, f"images/s relative to {a.baseline}", "", draw),
         )
 
 
@@ -227,5 +227,47 @@ def _mpi(a: Analysis) -> Iterator[Figure]:
             )
 
 
+def _grpc(a: Analysis) -> Iterator[Figure]:
+    """gRPC latency, bandwidth and parameter-server throughput vs payload size (log
+    scales), one line per payload shape and mode, per sweep (image, ranks, runtime)."""
+    panels = (
+        ("p2p", "latency (µs)", lambda p: p.latency_us),
+        ("bw", "bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
+        ("ps", "PS push+pull (MB/s)", lambda p: p.ps_mb_s),
+    )
+    for s in a.grpc:
+        lines = sorted({(p.payload, p.mode) for p in s.points})
+        for tag, ylabel, field in panels:
+
+            def draw(ax, s=s, field=field, lines=lines) -> None:
+                for payload, mode in lines:
+                    pts = [p for p in s.points if (p.payload, p.mode) == (payload, mode)]
+                    ivs = [field(p) for p in pts]
+                    ax.errorbar(
+                        [p.bytes for p in pts],
+                        [iv.value for iv in ivs],
+                        yerr=[
+                            [iv.value - iv.low for iv in ivs],
+                            [iv.high - iv.value for iv in ivs],
+                        ],
+                        marker="o",
+                        capsize=3,
+                        label=f"{payload}, {mode}",
+                    )
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+
+            via = "" if s.launcher == "local" else f"-{s.launcher}"
+            slug = f"grpc-{tag}-{s.image}-np{s.ranks}-{s.runtime}{via}"
+            name = f"{s.image} gRPC, {s.ranks} ranks, {s.runtime}" + (
+                f" via {s.launcher}" if via else ""
+            )
+            yield Figure(
+                slug,
+                f"gRPC {ylabel} vs payload size: {name}",
+                _svg(slug, name, "payload size (bytes)", ylabel, draw),
+            )
+
+
 def figures(a: Analysis) -> list[Figure]:
-    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_mpi(a)]
+    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_mpi(a), *_grpc(a)]

@@ -8,15 +8,15 @@ import json
 import sys
 from pathlib import Path
 
-from . import analysis, plots, stats
-from .analysis import REFERENCE, Analysis, Arm, Group, Key
+from . import analysis, plots, presets, stats
+from .analysis import Analysis, Arm, Group, Key
 
 FORMATS = ("md", "csv", "json", "html")
 
 NOTES = (
     "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
-    "Ratios to native: paired by round (every arm runs once per round, in a seeded random "
-    "order), the median of the per-round ratios with its exact sign-test interval; "
+    "Ratios to the baseline arm: paired by round (every arm runs once per round, in a "
+    "seeded random order), the median of the per-round ratios with its exact sign-test interval; "
     "unpaired (seeded percentile bootstrap of the ratio of medians) only where too few "
     "rounds have both arms. The verdicts form one family: each ratio's interval is "
     "Bonferroni-adjusted over the report's comparisons, so all verdicts hold together at "
@@ -37,8 +37,8 @@ def _iv(iv: stats.Interval | None, digits: int) -> str:
     return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
 
 
-def _ratio(arm: Arm) -> str:
-    if arm.runtime == REFERENCE:
+def _ratio(arm: Arm, baseline: str) -> str:
+    if arm.runtime == baseline:
         return "1 (reference)"
     return _iv(arm.ratio, 3) if arm.ratio else "n/a"
 
@@ -52,14 +52,19 @@ def _title(k: Key) -> str:
         f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
         + ("" if k.data == "synthetic" else f" · {k.data} data")
         + ("" if k.launcher == "local" else f" · via {k.launcher}")
+        + ("" if k.variant == "cpu" else f" · {k.variant}")
+        + (f" · {k.bench_args}" if k.bench_args else "")
     )
+
+
+def _columns(a: Analysis) -> list[str]:
+    return [*COLUMNS[:3], f"vs {a.baseline} [CI]", *COLUMNS[3:]]
 
 
 COLUMNS = [
     "runtime",
     "n",
     "images/s median [CI]",
-    f"vs {REFERENCE} [CI]",
     "± (precision)",
     "pairing",
     "detectable",
@@ -85,12 +90,12 @@ def _load(arm: Arm) -> str:
     return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
 
 
-def _row(arm: Arm) -> list[str]:
+def _row(arm: Arm, baseline: str) -> list[str]:
     return [
         arm.runtime,
         str(arm.n),
         _iv(arm.rate, 1),
-        _ratio(arm),
+        _ratio(arm, baseline),
         _precision(arm),
         arm.method or "-",
         _pct(arm.detectable),
@@ -100,6 +105,29 @@ def _row(arm: Arm) -> list[str]:
         f"{arm.peak_rss_mb:.0f}",
         arm.framework,
         arm.mpi,
+    ]
+
+
+PAIR_COLUMNS = [
+    "runtime",
+    "over",
+    "ratio [CI]",
+    "± (precision)",
+    "pairing",
+    "detectable",
+    "verdict",
+]
+
+
+def _pair_row(arm: Arm) -> list[str]:
+    return [
+        arm.runtime,
+        arm.against,
+        _iv(arm.ratio, 3) if arm.ratio else "n/a",
+        _precision(arm),
+        arm.method or "-",
+        _pct(arm.detectable),
+        arm.verdict,
     ]
 
 
@@ -202,6 +230,41 @@ MPI_COLUMNS = [
     "MPI library",
 ]
 OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
+GRPC_COLUMNS = [
+    "image",
+    "ranks",
+    "launcher",
+    "runtime",
+    "n",
+    "payload",
+    "mode",
+    "bytes",
+    "p2p latency µs [CI]",
+    "p2p bandwidth MB/s [CI]",
+    "PS push+pull MB/s [CI]",
+    "grpcio",
+]
+
+
+def _grpc_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.image,
+            str(s.ranks),
+            s.launcher,
+            s.runtime,
+            str(s.n),
+            p.payload,
+            p.mode,
+            str(p.bytes),
+            _iv(p.latency_us, 1),
+            _iv(p.bandwidth_mb_s, 1),
+            _iv(p.ps_mb_s, 1),
+            s.version,
+        ]
+        for s in a.grpc
+        for p in s.points
+    ]
 
 
 def _mpi_rows(a: Analysis) -> list[list[str]]:
@@ -233,6 +296,7 @@ def _sections(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
         ("Scaling efficiency", SCALING_COLUMNS, _scaling_rows(a)),
         ("I/O overhead", IO_COLUMNS, _io_rows(a)),
         ("MPI point-to-point and allreduce (mpi4py)", MPI_COLUMNS, _mpi_rows(a)),
+        ("gRPC point-to-point and parameter-server throughput", GRPC_COLUMNS, _grpc_rows(a)),
         ("Did not fit in memory (out of memory is a result)", OOM_COLUMNS, _oom_rows(a)),
     ]
     return [x for x in out if x[2]]
@@ -246,10 +310,50 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
+PAIRS = "Every other pair (ratio: the row's runtime over the other, same family):"
+
+
+PUBLISHED_COLUMNS = ["claim", "published", "their setting", "source", "measured here", "finding"]
+PUBLISHED_NOTE = (
+    "Like is compared with like: ratios, efficiencies and overheads, never absolute "
+    "images/s across different hardware. A finding reads the measured interval (at the "
+    "confidence above) against the published figure on the same scale."
+)
+
+
+def _published_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [p[c] for c in ("claim", "published", "setting", "source", "measured", "finding")]
+        for p in a.published
+    ]
+
+
+def _intro(a: Analysis) -> list[str]:
+    if not a.preset:
+        return []
+    return [f"Preset {a.preset['name']}: {a.preset['title']}. {a.preset['question']}", ""]
+
+
 def markdown(a: Analysis) -> str:
-    lines = [f"# kit report: {a.out_dir}", "", _header(a), ""]
+    lines = [f"# kit report: {a.out_dir}", "", *_intro(a), _header(a), ""]
+    if a.published:
+        lines += [
+            "## Published beside measured",
+            "",
+            *_md_table(PUBLISHED_COLUMNS, _published_rows(a)),
+            "",
+            PUBLISHED_NOTE,
+            "",
+        ]
     for g in a.groups:
-        lines += [f"## {_title(g.key)}", "", *_md_table(COLUMNS, [_row(x) for x in g.arms]), ""]
+        lines += [
+            f"## {_title(g.key)}",
+            "",
+            *_md_table(_columns(a), [_row(x, a.baseline) for x in g.arms]),
+            "",
+        ]
+        if g.pairs:
+            lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs]), ""]
         if spread := _spread(g):
             lines += [spread, ""]
     for title, columns, rows in _sections(a):
@@ -271,7 +375,11 @@ def _csv(a: Analysis) -> str:
             "batch_size",
             "ranks",
             "data",
+            "launcher",
+            "variant",
+            "bench_args",
             "runtime",
+            "against",
             "n",
             "images_per_sec",
             "images_per_sec_low",
@@ -292,7 +400,7 @@ def _csv(a: Analysis) -> str:
     )
     for g in a.groups:
         k = g.key
-        for x in g.arms:
+        for x in [*g.arms, *g.pairs]:
             r = x.ratio
             w.writerow(
                 [
@@ -302,7 +410,11 @@ def _csv(a: Analysis) -> str:
                     k.batch_size,
                     k.ranks,
                     k.data,
+                    k.launcher,
+                    k.variant,
+                    k.bench_args,
                     x.runtime,
+                    x.against,
                     x.n,
                     f"{x.rate.value:.4g}",
                     f"{x.rate.low:.4g}",
@@ -343,12 +455,23 @@ figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:cente
 def _html(a: Analysis) -> str:
     parts = [
         f"<h1>kit report: {html.escape(a.out_dir)}</h1>",
+        *(f"<p>{html.escape(x)}</p>" for x in _intro(a) if x),
         f"<p>{html.escape(_header(a))}</p>",
     ]
+    if a.published:
+        parts += [
+            "<h2>Published beside measured</h2>",
+            _html_table(PUBLISHED_COLUMNS, _published_rows(a)),
+            f"<p>{html.escape(PUBLISHED_NOTE)}</p>",
+        ]
     for g in a.groups:
         parts += [
             f"<h2>{html.escape(_title(g.key))}</h2>",
-            _html_table(COLUMNS, [_row(x) for x in g.arms]),
+            _html_table(_columns(a), [_row(x, a.baseline) for x in g.arms]),
+            f"<p>{html.escape(PAIRS)}</p>"
+            + _html_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs])
+            if g.pairs
+            else "",
             f"<p>{html.escape(spread)}</p>" if (spread := _spread(g)) else "",
         ]
     for title, columns, rows in _sections(a):
@@ -389,11 +512,23 @@ def render(a: Analysis, fmt: str) -> str:
 
 
 def write(
-    out_dirs: list[Path], fmt: str, confidence: float, allow_mismatch: bool
+    out_dirs: list[Path],
+    fmt: str,
+    confidence: float,
+    allow_mismatch: bool,
+    baseline: str | None = None,
 ) -> tuple[Path | None, str]:
     """Render the report of results directories, filed in the first as report.FMT
-    (None: that folder is not writable, so the caller prints the text instead)."""
-    text = render(analysis.analyse(out_dirs, confidence, allow_mismatch), fmt)
+    (None: that folder is not writable, so the caller prints the text instead). A
+    preset's folder brings its legs, its baseline (unless one is given) and its
+    published figures."""
+    dirs, preset = presets.expand(out_dirs)
+    chosen = baseline or (preset.baseline if preset else analysis.REFERENCE)
+    a = analysis.analyse(dirs, confidence, allow_mismatch, chosen)
+    if preset:
+        a.preset = {"name": preset.name, "title": preset.title, "question": preset.question}
+        a.published = presets.published(a, preset)
+    text = render(a, fmt)
     path = out_dirs[0] / f"report.{fmt}"
     try:
         path.write_text(text)

@@ -44,7 +44,10 @@ RESULT_TRAIN = {
     "framework_version": str,
     "mpi_library": str,
 }
-RESULT_SWEEP = {"p2p": list, "allreduce": list, "mpi_library": str}
+RESULT_SWEEP = {  # by benchmark; any other is a training benchmark
+    "mpi": {"p2p": list, "allreduce": list, "mpi_library": str},
+    "grpc": {"p2p": list, "ps": list, "servers": int, "framework_version": str},
+}
 
 
 @dataclass
@@ -73,7 +76,7 @@ def shape_problem(record: object) -> str | None:
     result = record.get("result")
     if not isinstance(result, dict):
         return "an ok trial without its benchmark record"
-    fields = RESULT_SWEEP if "allreduce" in result else RESULT_TRAIN
+    fields = RESULT_SWEEP.get(record["bench"], RESULT_TRAIN)
     for name, want in fields.items():
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"

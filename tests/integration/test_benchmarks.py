@@ -36,7 +36,7 @@ def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) ->
 def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] = ("synthetic",)):
     """Every (runtime, bench, ranks, data) ran, finished ok, and its record validates."""
     want = {
-        (rt, b, n, d if b != "mpi" else "synthetic")
+        (rt, b, n, d if b not in ("mpi", "grpc") else "synthetic")
         for rt in runtimes.split(",")
         for b in benches.split(",")
         for n in (1, 2)
@@ -50,9 +50,23 @@ def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] =
         assert r["result"]["ranks"] == r["ranks"]
         if r["bench"] == "mpi":
             check_sweep(r["result"])
+        elif r["bench"] == "grpc":
+            check_grpc(r["result"])
         else:
             assert r["result"]["data"] == r["data"]
             assert len(r["result"]["images_per_sec_per_rank"]) == r["ranks"]
+
+
+def check_grpc(res: dict) -> None:
+    """Every payload shape and mode at every size, latencies and throughputs positive; with
+    2 ranks the largest payload moves more MB/s than the smallest."""
+    combos = {(row["payload"], row["mode"]) for row in res["p2p"]}
+    assert len(combos) == 6 and len(res["p2p"]) == len(res["ps"]) == 6 * 7
+    assert all(row["latency_us"] > 0 and row["bandwidth_mb_s"] > 0 for row in res["p2p"])
+    assert all(row["throughput_mb_s"] > 0 for row in res["ps"])
+    small, large = res["p2p"][0], res["p2p"][6]
+    assert (small["bytes"], large["bytes"]) == (8, 2 << 20)
+    assert large["bandwidth_mb_s"] > small["bandwidth_mb_s"]
 
 
 def check_sweep(res: dict) -> None:
@@ -107,14 +121,30 @@ def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, site_data, tmp_p
 
 
 def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
-    """tf-cnn (Keras + Horovod) and torch-hvd natively (Horovod compiled on the host from
-    the same pins) and in Docker; weights agree across ranks after training."""
-    benches = "tf-cnn,torch-hvd,mpi"
+    """tf-cnn (Keras + Horovod), torch-hvd, TensorFlow's parameter server (tf-ps) and the
+    gRPC sweep natively (Horovod compiled on the host from the same pins) and in Docker;
+    weights agree across ranks after Horovod training."""
+    benches = "tf-cnn,tf-ps,torch-hvd,mpi,grpc"
     recs = campaign("horovod-mpich", "native,docker", benches, tmp_path / "run")
     check(recs, "native,docker", benches)
     tf = [r["result"] for r in recs if r["bench"] == "tf-cnn"]
     assert all(r["weights_in_sync"] and r["dist"] == "horovod" for r in tf)
     assert {r["result"]["dist"] for r in recs if r["bench"] == "torch-hvd"} == {"horovod"}
+    ps = [r["result"] for r in recs if r["bench"] == "tf-ps"]
+    assert {(r["dist"], r["ps_mode"], r["ps_tasks"]) for r in ps} == {
+        ("parameter_server", "sync", 1)
+    }
+    text = kit("report", str(tmp_path / "run")).stdout
+    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert "| horovod-mpich | 2 | local | docker | 1 | skew | serialized | 2097152 |" in text
+
+
+def test_parameter_server_and_grpc_in_apptainer_and_charliecloud(horovod, tmp_path):
+    """tf-ps (its cluster spec from the launcher's ranks) and the gRPC sweep where each
+    rank is a container of its own (hybrid MPI)."""
+    runtimes, benches = "singularity,charliecloud", "tf-ps,grpc"
+    recs = campaign("horovod-mpich", runtimes, benches, tmp_path / "run")
+    check(recs, runtimes, benches)
 
 
 def test_caffe2_entry_points_in_the_image(caffe2, tmp_path):

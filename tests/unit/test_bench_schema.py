@@ -22,11 +22,25 @@ MPI = {
     "p2p": [{"bytes": 4, "iterations": 9, "latency_us": 0.5, "bandwidth_mb_s": 8.0}],
     "allreduce": [{"bytes": 4, "iterations": 9, "latency_us": 1.0}],
 }
+GRPC = {
+    **{k: TRAIN[k] for k in kitbench.COMMON},
+    "bench": "grpc",
+    "framework": "grpcio",
+    "framework_version": "1.74.0",
+    "servers": 1,
+    "buffers": 8,
+    "p2p": [{"payload": "skew", "mode": "serialized", "bytes": 8, "iterations": 9,
+             "latency_us": 90.0, "bandwidth_mb_s": 0.1}],
+    "ps": [{"payload": "skew", "mode": "serialized", "bytes": 8, "iterations": 9,
+            "throughput_mb_s": 0.2}],
+}  # fmt: skip
 
 
 def test_valid_records_pass():
     assert kitbench.validate(TRAIN) == []
     assert kitbench.validate(MPI) == []
+    assert kitbench.validate(GRPC) == []
+    assert kitbench.validate(GRPC | {"ps": None}) == ["ps: NoneType, want list"]
     oom = TRAIN | {"status": "oom", "images_per_sec": None, "error": "out of memory"}
     assert kitbench.validate(oom) == []
 
@@ -122,3 +136,33 @@ def test_bf16_and_nhwc_are_taken_where_the_framework_has_them():
     assert (a.precision, a.data_format) == ("bf16", "nhwc")
     assert torch_cnn.parse_args([]).data_format == "nchw"
     assert tf_cnn.parse_args(["--precision", "bf16"]).data_format == "nhwc"
+
+
+@pytest.mark.parametrize(
+    ("scheme", "total", "want"),
+    [
+        ("uniform", 64, [8] * 8),
+        ("uniform", 20, [2, 3, 2, 3, 2, 3, 2, 3]),
+        ("skew", 4096, [4040] + [8] * 7),
+        ("skew", 64, [57] + [1] * 7),
+        ("skew", 1 << 20, [(1 << 20) - 7 * 2048] + [2048] * 7),
+        ("uniform", 5, [1] * 5),  # fewer bytes than buffers: one byte each
+    ],
+)
+def test_grpc_payload_shapes(scheme, total, want):
+    """TF-gRPC-Bench's shapes: equal buffers, or one holding nearly everything."""
+    import random
+
+    import grpc_bench
+
+    assert grpc_bench.split(total, scheme, random.Random(0)) == want
+
+
+def test_grpc_random_payloads_cover_the_total_and_are_seeded():
+    import random
+
+    import grpc_bench
+
+    cuts = [grpc_bench.split(4096, "random", random.Random(s)) for s in (1, 1, 2)]
+    assert all(sum(c) == 4096 and len(c) == 8 and min(c) >= 1 for c in cuts)
+    assert cuts[0] == cuts[1] != cuts[2]

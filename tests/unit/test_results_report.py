@@ -241,3 +241,109 @@ def test_one_trial_a_side_is_reported_not_crashed(tmp_path):
     results.append(tmp_path, record("docker", 90.0, index=1))
     row = rows_of(md(tmp_path))["docker"]
     assert "too few trials (need 6)" in row and "| n/a |" in row
+
+
+def three_arms(out, rounds=12, seed=7):
+    """Singularity 10 % faster than Docker, which is 10 % slower than native."""
+    rng = random.Random(seed)
+    for r in range(rounds):
+        for i, (rt, rate) in enumerate((("native", 1000), ("docker", 900), ("singularity", 990))):
+            results.append(out, record(rt, rng.gauss(rate, 5), repeat=r, index=3 * r + i))
+
+
+def test_baseline_makes_another_arm_the_reference(tmp_path):
+    three_arms(tmp_path)
+    text = md(tmp_path, baseline="docker")
+    assert "| runtime | n | images/s median [CI] | vs docker [CI] |" in text
+    rows = rows_of(text)
+    assert "1 (reference)" in rows["docker"]
+    assert "| 1.1" in rows["singularity"] and "| faster |" in rows["singularity"]
+    assert "| 1.1" in rows["native"] and "| faster |" in rows["native"]
+    with pytest.raises(
+        KitError,
+        match="baseline 'podman' is not an arm of these results "
+        r"\(arms: docker, native, singularity\); choose one",
+    ):
+        analysis.analyse([tmp_path], baseline="podman")
+
+
+def test_all_pairs_in_one_family(tmp_path):
+    """--baseline all: the table against native, then every other pair; the Bonferroni
+    family counts them all."""
+    three_arms(tmp_path)
+    a = analysis.analyse([tmp_path], baseline="all")
+    assert a.comparisons == 3 and a.each_confidence == pytest.approx(1 - 0.05 / 3)
+    (pair,) = a.groups[0].pairs
+    assert (pair.runtime, pair.against, pair.verdict) == ("singularity", "docker", "faster")
+    assert pair.ratio.value == pytest.approx(1.1, abs=0.01)
+    text = report.markdown(a)
+    assert "| runtime | over | ratio [CI] |" in text
+    assert "\n| singularity | docker | 1.1" in text and "Bonferroni: each at 98.33%" in text
+    rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
+    assert [(r["runtime"], r["against"]) for r in rows] == [
+        ("native", ""),
+        ("docker", "native"),
+        ("singularity", "native"),
+        ("singularity", "docker"),
+    ]
+
+
+def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
+    """Variant and benchmark options are part of what was measured: a cuda campaign, or
+    a bf16 one, is never pooled with a cpu fp32 one."""
+    for i in range(6):
+        results.append(tmp_path, record("native", 10.0 + i, variant="cpu"))
+        results.append(tmp_path, record("native", 500.0 + i, variant="cuda"))
+        results.append(
+            tmp_path, record("native", 20.0 + i, variant="cpu", bench_args=["--precision", "bf16"])
+        )
+    a = analysis.analyse([tmp_path])
+    assert [(g.key.variant, g.key.bench_args) for g in a.groups] == [
+        ("cpu", ""),
+        ("cpu", "--precision bf16"),
+        ("cuda", ""),
+    ]
+    text = report.markdown(a)
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · cuda\n" in text
+    assert "· 2 rank(s) · --precision bf16\n" in text
+    rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
+    assert [(r["variant"], r["launcher"], r["images_per_sec"]) for r in rows] == [
+        ("cpu", "local", "12.5"),
+        ("cpu", "local", "22.5"),
+        ("cuda", "local", "502.5"),
+    ]
+
+
+def grpc_record(runtime: str, latency: float, index: int) -> dict:
+    rows = [
+        {"payload": p, "mode": m, "bytes": n, "iterations": 9, "latency_us": latency * n,
+         "bandwidth_mb_s": 1.0 / latency, "throughput_mb_s": 2.0 / latency}
+        for p in ("uniform", "skew") for m in ("serialized", "non-serialized") for n in (8, 64)
+    ]  # fmt: skip
+    result = {
+        "bench": "grpc", "framework_version": "1.74.0", "mpi_library": "MPICH", "servers": 1,
+        "startup_s": 1.0, "p2p": rows, "ps": rows,
+    }  # fmt: skip
+    return record(runtime, 0, bench="grpc", index=index, result=result)
+
+
+def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
+    for i in range(6):
+        results.append(tmp_path, grpc_record("native", 1 + i / 100, 2 * i))
+        results.append(tmp_path, grpc_record("docker", 2 + i / 100, 2 * i + 1))
+    a = analysis.analyse([tmp_path])
+    assert [(s.runtime, s.n, s.servers, s.version) for s in a.grpc] == [
+        ("native", 6, 1, "1.74.0"), ("docker", 6, 1, "1.74.0"),
+    ]  # fmt: skip
+    keys = [(p.payload, p.mode, p.bytes) for p in a.grpc[0].points]
+    assert keys[:3] == [("skew", "non-serialized", 8), ("skew", "non-serialized", 64),
+                        ("skew", "serialized", 8)]  # fmt: skip
+    assert len(keys) == 8 and a.groups == [] and a.mpi == []
+    text = report.markdown(a)
+    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert (
+        "| docker | 6 | uniform | serialized | 64 | 129.6 [128.0, 131.2] | 0.5 [0.5, 0.5] |" in text
+    )
+    page = report.render(a, "html")
+    for slug in ("grpc-p2p", "grpc-bw", "grpc-ps"):
+        assert f'id="{slug}-pytorch-mpich-np2-native"' in page
