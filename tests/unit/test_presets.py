@@ -30,7 +30,7 @@ SMALL = {
         "--bench-arg=--task=accuracy --out OUT/tf-alexnet"
     ],
     "osu2018-grpc": [
-        "run horovod-mpich --runtime docker --bench grpc,mpi --np 2 --repeats 3 --warmup-trials 1 "
+        "run horovod-mpich --runtime docker --bench grpc,mpi --np 2 --repeats 6 --warmup-trials 1 "
         "--out OUT/grpc-and-mpi"
     ],
     "cscs2018-frameworks": [
