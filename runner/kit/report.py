@@ -189,6 +189,7 @@ def _scaling_rows(a: Analysis) -> list[list[str]]:
     return [
         [
             s.key.image,
+            s.key.bench,
             s.key.model,
             str(s.key.batch_size),
             str(s.key.ranks),
@@ -199,14 +200,15 @@ def _scaling_rows(a: Analysis) -> list[list[str]]:
     ]
 
 
-SCALING_COLUMNS = ["image", "model", "batch", "ranks", "runtime", "efficiency [CI]"]
-IO_COLUMNS = ["image", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
+SCALING_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "efficiency [CI]"]
+IO_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
 
 
 def _io_rows(a: Analysis) -> list[list[str]]:
     return [
         [
             x.key.image,
+            x.key.bench,
             x.key.model,
             str(x.key.batch_size),
             str(x.key.ranks),

@@ -242,3 +242,18 @@ def test_bind_model_runs_on_the_host_mpi_library(built, tmp_path):
     )
     assert maps.returncode == 0, maps.stderr[-2000:]
     assert "/opt/kit/host-mpi/libmpich.so.12" in maps.stdout, maps.stdout
+
+
+def test_a_preset_end_to_end_with_its_published_column(horovod, tmp_path):
+    """kit run --preset osu2018-grpc: its leg (the gRPC and MPI sweeps in Docker), then
+    the report with the published figures beside what was measured."""
+    out = tmp_path / "osu"
+    done = kit("run", "--preset", "osu2018-grpc", "--out", str(out), timeout=1800)
+    assert done.stdout.strip() == f"report: {out / 'report.md'}"
+    recs = [json.loads(x) for x in (out / "grpc-and-mpi" / "trials.jsonl").read_text().splitlines()]
+    assert {(r["bench"], r["status"]) for r in recs} == {("grpc", "ok"), ("mpi", "ok")}
+    text = (out / "report.md").read_text()
+    assert text.startswith(f"# kit report: {out / 'grpc-and-mpi'}\n\nPreset osu2018-grpc: ")
+    assert "## Published beside measured" in text
+    assert "| 2.14 times | Cluster A, InfiniBand EDR; gRPC 1.5.0 vs AR-gRPC |" in text
+    assert "## gRPC point-to-point and parameter-server throughput" in text
