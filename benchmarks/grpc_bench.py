@@ -31,6 +31,7 @@ import time
 from concurrent import futures
 
 import kitbench
+from mpi_bench import sizes  # the same --min-bytes, --max-bytes, --factor sweep
 
 SCHEMES = ("uniform", "random", "skew")
 MODES = ("serialized", "non-serialized")
@@ -68,14 +69,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if bad or not given:
             p.error(f"{flag} takes {', '.join(known)} (got {', '.join(bad) or 'nothing'})")
     return a
-
-
-def sizes(a: argparse.Namespace) -> list[int]:
-    out, n = [], a.min_bytes
-    while n <= a.max_bytes:
-        out.append(n)
-        n *= a.factor
-    return out
 
 
 def split(total: int, scheme: str, rng: random.Random) -> list[int]:
