@@ -35,7 +35,7 @@ SMALL = {
     ],
     "cscs2018-frameworks": [
         f"run {image} --runtime docker --bench {bench} --model resnet50,resnet101,resnet152 "
-        f"--batch-size 1,2,4 --repeats 3 --warmup-trials 0 --steps 2 --warmup-steps 1 "
+        f"--batch-size 2,4 --repeats 3 --warmup-trials 0 --steps 2 --warmup-steps 1 "
         f"--out OUT/{leg}"
         for leg, image, bench in (
             ("tensorflow", "horovod-mpich", "tf-cnn"),
