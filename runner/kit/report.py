@@ -191,6 +191,7 @@ def _scaling_rows(a: Analysis) -> list[list[str]]:
             s.key.image,
             s.key.bench,
             s.key.model,
+            s.key.data,
             str(s.key.batch_size),
             str(s.key.ranks),
             s.runtime,
@@ -200,7 +201,16 @@ def _scaling_rows(a: Analysis) -> list[list[str]]:
     ]
 
 
-SCALING_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "efficiency [CI]"]
+SCALING_COLUMNS = [
+    "image",
+    "bench",
+    "model",
+    "data",
+    "batch",
+    "ranks",
+    "runtime",
+    "efficiency [CI]",
+]
 IO_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
 
 

@@ -88,7 +88,10 @@ def test_scaling_efficiency_against_one_rank(tmp_path):
     (s,) = a.scaling
     assert (s.key.ranks, s.runtime) == (2, "native")
     assert s.efficiency.value == pytest.approx(0.8)
-    assert "| pytorch-mpich | torch-cnn | tiny | 32 | 2 | native | 0.800 [" in report.markdown(a)
+    assert (
+        "| pytorch-mpich | torch-cnn | tiny | synthetic | 32 | 2 | native | 0.800 ["
+        in report.markdown(a)
+    )
 
 
 def test_every_format_renders_the_same_analysis(tmp_path):
