@@ -355,7 +355,7 @@ def summarise(
     grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         launcher = "slurm" if r.get("launcher") == "slurm" else "local"
-        if r["bench"] in ("mpi", "grpc"):
+        if r["bench"] in results.RESULT_SWEEP:
             into = sweeps if r["bench"] == "mpi" else grpc
             into[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
             continue

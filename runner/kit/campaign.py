@@ -40,7 +40,7 @@ BENCHES = {
     "mpi": ("mpi_bench.py", []),
     "grpc": ("grpc_bench.py", []),
 }
-SWEEPS = ("mpi", "grpc")  # benchmarks without model, batch size or data: one sweep per trial
+SWEEPS = tuple(results.RESULT_SWEEP)  # no model, batch size or data: one sweep per trial
 SPEC_FILE = results.SPEC_FILE
 FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")

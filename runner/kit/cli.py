@@ -199,11 +199,12 @@ PRESET_OWN = {"command", "func", "image", "preset", "full", "out", "dry_run", "r
 
 def _run_preset(a: argparse.Namespace) -> None:
     """Each leg a `kit run` of its own, in OUT/LEG; then the preset's report."""
-    from . import presets, report
+    from . import presets, report, results
 
     if a.image is not None:
         raise KitError(f"--preset {a.preset} names its own images; drop '{a.image}'")
-    defaults = vars(parser().parse_args(["run", "IMAGE"]))
+    kit_parser = parser()
+    defaults = vars(kit_parser.parse_args(["run", "IMAGE"]))
     for dest, value in vars(a).items():
         if dest not in PRESET_OWN and defaults.get(dest) != value:
             flag = "--" + dest.replace("_", "-")
@@ -213,13 +214,13 @@ def _run_preset(a: argparse.Namespace) -> None:
     if not a.dry_run:
         presets.save(p, out, a.full)
     for i, leg in enumerate(p.legs, 1):
-        args = presets.argv(p, leg, out, a.full)
+        args = presets.argv(leg, out, a.full)
         if a.dry_run:
             args.append("--dry-run")
-        elif a.resume and (out / leg.name / "campaign.json").is_file():
+        elif a.resume and (out / leg.name / results.SPEC_FILE).is_file():
             args.append("--resume")
         print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
-        cmd_run(parser().parse_args(args))
+        cmd_run(kit_parser.parse_args(args))
     if not a.dry_run:
         path, text = report.write([out], "md", 0.95, False)
         sys.stdout.write(text if path is None else f"report: {path}\n")

@@ -87,7 +87,7 @@ def load(name: str) -> Preset:
     return preset
 
 
-def argv(preset: Preset, leg: Leg, out: Path, full: bool) -> list[str]:
+def argv(leg: Leg, out: Path, full: bool) -> list[str]:
     """The `kit run` arguments of one leg, filed under the preset's results folder."""
     return ["run", leg.image, *(leg.full if full else leg.args), "--out", str(out / leg.name)]
 

@@ -49,7 +49,7 @@ SMALL = {
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
     p = presets.load(name)
-    got = [" ".join(presets.argv(p, leg, tmp_path, full=False)) for leg in p.legs]
+    got = [" ".join(presets.argv(leg, tmp_path, full=False)) for leg in p.legs]
     assert got == [x.replace("OUT", str(tmp_path)) for x in SMALL[name]]
     for leg in p.legs:
         assert "--variant" in leg.full and "cuda" in leg.full  # the papers ran on GPUs
