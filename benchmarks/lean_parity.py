@@ -7,7 +7,7 @@ random order, one launch of the entry point and one of benchmarks/lean.py, each
 steps, one rank; then the median per-round ratio entry / lean with its exact
 sign-test interval (kit.stats.paired_ratio). Within 2 % is parity.
 
-  python3 benchmarks/lean_parity.py kit/horovod-mpich:1.1.0-cpu tf-cnn --model resnet50 \
+  python3 benchmarks/lean_parity.py kit/horovod-mpich:1.2.0-cpu tf-cnn --model resnet50 \
       --batch-size 8 --steps 6 --rounds 10
 """
 

@@ -20,21 +20,11 @@ BUILDER = "builder"
 
 
 @dataclass(frozen=True)
-class StageMount:
-    """A folder of an earlier stage, visible to one build step and never kept in a layer."""
-
-    stage: str
-    src: str
-    dst: str
-
-
-@dataclass(frozen=True)
 class Shell:
     """Commands run at build time; with secret=True the site CA bundle is mounted for them."""
 
     commands: tuple[str, ...]
     secret: bool = False
-    mount: StageMount | None = None
 
 
 @dataclass(frozen=True)
@@ -49,10 +39,12 @@ class Label:
 
 @dataclass(frozen=True)
 class Copy:
-    """A path in the repository copied into the image (build context: the repository root)."""
+    """A path copied into the image: from the repository (the build context is its root),
+    or, with `stage`, from an earlier build stage."""
 
     src: str
     dst: str
+    stage: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,17 +173,19 @@ def compile_wheels(r: Recipe) -> Shell:
     return Shell((TRUST_CA, _pip(r, "wheel", args, r.compile.env)), secret=True)
 
 
-def install_wheels(r: Recipe) -> Shell:
-    """Final stage: install the builder's wheels (mounted, never copied into a layer) and
-    prove the result works, e.g. `horovodrun --check-build`."""
+def install_wheels(r: Recipe) -> tuple[Copy, Shell]:
+    """Final stage: copy the builder's wheels in, install them and prove the result works
+    (e.g. `horovodrun --check-build`). The wheels stay in the image: they are what it
+    runs, and the native environment installs the very same binaries from them."""
     assert r.compile is not None
-    tmp = "/tmp/kit-wheels"
-    return Shell(
-        (
-            f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {tmp}/*.whl",
-            *r.compile.check,
+    return (
+        Copy(WHEELS, WHEELS, stage=BUILDER),
+        Shell(
+            (
+                f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {WHEELS}/*.whl",
+                *r.compile.check,
+            )
         ),
-        mount=StageMount(BUILDER, WHEELS, tmp),
     )
 
 
@@ -241,5 +235,5 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     build = (apt_install(r.apt_build), compile_wheels(r))
     return [
         Stage(BUILDER, (*runtime, *build)),
-        Stage("", (*runtime, *env, install_wheels(r), *last)),
+        Stage("", (*runtime, *env, *install_wheels(r), *last)),
     ]

@@ -188,9 +188,7 @@ def _squashfs(tag: str, art: Artifacts) -> None:
     apptainer = shutil.which("apptainer")  # without it (a Shifter-only site): no SIF files
     with tempfile.TemporaryDirectory(dir=art.dir) as scratch:
         skeleton = rootfs.apptainer_skeleton(apptainer, Path(scratch)) if apptainer else None
-    container = f"kit-export-{os.getpid()}"
-    engine.run_quiet(["create", "--name", container, tag], "docker create")
-    try:
+    with engine.created(tag, "export") as container:
         export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
         pack = subprocess.Popen(
             [
@@ -216,8 +214,6 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         err = pack.stderr.read().decode(errors="replace")
         if export.wait() != 0 or pack.wait() != 0:
             raise KitError(f"flattening {tag} failed: {err.strip()[-300:]}")
-    finally:
-        subprocess.run([engine.docker(), "rm", "-f", container], capture_output=True)
     meta = {
         "image": tag,
         "digest": art.digest,

@@ -1,9 +1,11 @@
 """The Docker engine, driven through its command-line client."""
 
+import contextlib
 import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from functools import cache
 
 from .errors import KitError
@@ -92,3 +94,15 @@ def image_id(ref: str) -> str:
 
 def run_quiet(args: list[str], what: str) -> str:
     return capture([docker(), *args], what)
+
+
+@contextlib.contextmanager
+def created(tag: str, purpose: str) -> Iterator[str]:
+    """A stopped container of tag (named kit-PURPOSE-PID), to export or copy files from;
+    removed afterwards whatever happens."""
+    name = f"kit-{purpose}-{os.getpid()}"
+    run_quiet(["create", "--name", name, tag], "docker create")
+    try:
+        yield name
+    finally:
+        subprocess.run([docker(), "rm", "-f", name], capture_output=True)

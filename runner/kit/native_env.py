@@ -3,15 +3,22 @@
 Same software natively and in the container is what makes an overhead figure
 mean anything, so the host's apt packages must match the recipe's pins exactly
 and the pip pins are built the same way (MPI packages from source with the
-flavour's mpicc) into a venv over the system site packages.
+flavour's mpicc) into a venv over the system site packages. What the image's
+builder stage compiled (Horovod) is installed from the image's own wheels when
+the image is here: the very same binaries, and minutes saved; else it is
+compiled on the host with the same pins.
 """
 
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
+from . import engine
+from .blocks import WHEELS
 from .errors import KitError
 from .paths import cache_dir
 from .proc import stream
@@ -78,8 +85,43 @@ def flavour_bin(recipe: Recipe, venv: Path) -> Path:
     return folder
 
 
-def ensure(recipe: Recipe) -> Path:
-    """The native python for recipe, building its venv once (a stamp file marks it done)."""
+def image_wheels(tag: str, dest: Path) -> str | None:
+    """Copy the wheels image tag keeps in WHEELS into dest; the image's id, or None when
+    no engine here holds that image (then the caller compiles)."""
+    if not engine.has_image(tag):
+        return None
+    with engine.created(tag, "wheels") as container:
+        engine.run_quiet(["cp", f"{container}:{WHEELS}/.", str(dest)], "docker cp (wheels)")
+    if not any(dest.glob("*.whl")):
+        return None  # an image built before its wheels were kept
+    return engine.image_id(tag)
+
+
+def compile_into(recipe: Recipe, python: Path, env: dict[str, str], tag: str) -> str:
+    """Install the recipe's `compile` packages into the venv: the image's own wheels when
+    the image is here, else built from source with the same pins. Says which, for the
+    environment's identity."""
+    assert recipe.compile is not None
+    with tempfile.TemporaryDirectory(prefix="kit-wheels-") as tmp:
+        image = image_wheels(tag, Path(tmp))
+        if image:
+            print(f"native: {tag}'s own wheels ({image[:19]})", file=sys.stderr, flush=True)
+            wheels = sorted(str(w) for w in Path(tmp).glob("*.whl"))
+            pip = ["--no-cache-dir", "--no-deps", "--no-index", *wheels]
+            stream([str(python), "-m", "pip", "install", *pip], "pip install (image wheels)")
+            return f"wheels of {tag} {image}"
+    stream(
+        [str(python), "-m", "pip", "install", *recipe.compile_args()],
+        "compile (native)",
+        env={**env, **dict(recipe.compile.env)},
+    )
+    return "compiled on this host"
+
+
+def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
+    """The native python for recipe, building its venv once (a stamp file marks it done),
+    and the environment's identity (filed as the records' digest): its pins, and where
+    its compiled packages came from."""
     if shutil.which("dpkg-query") is None:
         raise KitError(
             "the native runtime needs a Debian host (dpkg-query); run the container runtimes only"
@@ -100,8 +142,11 @@ def ensure(recipe: Recipe) -> Path:
     venv = cache_dir() / "native" / f"{recipe.name}-{recipe.version}"
     python = venv / "bin" / "python"
     stamp = venv / ".kit-pins"
-    if stamp.is_file() and stamp.read_text() == fingerprint(recipe):
-        return python
+    identity = fingerprint(recipe)
+    if stamp.is_file():
+        pins, _, origin = stamp.read_text().partition("\n")
+        if pins == identity:
+            return python, identity + (f" ({origin})" if origin else "")
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     stream([HOST_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], "native venv")
@@ -109,12 +154,6 @@ def ensure(recipe: Recipe) -> Path:
     env["PATH"] = f"{flavour_bin(recipe, venv)}:{env.get('PATH', '')}"
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
-    if recipe.compile:
-        env.update(recipe.compile.env)
-        stream(
-            [str(python), "-m", "pip", "install", *recipe.compile_args()],
-            "compile (native)",
-            env=env,
-        )
-    stamp.write_text(fingerprint(recipe))
-    return python
+    origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
+    stamp.write_text(identity + (f"\n{origin}" if origin else ""))
+    return python, identity + (f" ({origin})" if origin else "")

@@ -53,15 +53,11 @@ def _docker(p: Primitive) -> str:
             word = "LABEL" if isinstance(p, Label) else "ENV"
             body = " \\\n    ".join(f"{k}={_quote(v)}" for k, v in values)
             return f"{word} {body}"
-        case Shell(commands, secret, mount):
+        case Shell(commands, secret):
             flags = f"--mount=type=secret,id=cacert,target={CA_SECRET} " if secret else ""
-            if mount:
-                flags += (
-                    f"--mount=type=bind,from={mount.stage},source={mount.src},target={mount.dst} "
-                )
             return f"RUN {flags}" + CONTINUE.join(commands)
-        case Copy(src, dst):
-            return f"COPY {src} {dst}"
+        case Copy(src, dst, stage):
+            return f"COPY {f'--from={stage} ' if stage else ''}{src} {dst}"
         case ContentLabels(items):
             args = [f"ARG {arg}" for _, arg, _ in items]
             body = " \\\n    ".join(f'{label}="${{{arg}}}"' for label, arg, _ in items)
@@ -120,14 +116,12 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
                 exports = [f"export {k}={shlex.quote(v)}" for k, v in values]
                 sections["environment"] += exports
                 sections["post"] += exports
-            case Copy(src, dst):
+            case Copy(src, dst, ""):
                 sections["files"].append(f"{src} {dst}")
-            case Shell(commands, _, mount):
-                if mount:
-                    copied.setdefault(mount.stage, []).append(f"{mount.src} {mount.dst}")
+            case Copy(src, dst, stage):
+                copied.setdefault(stage, []).append(f"{src} {dst}")
+            case Shell(commands, _):
                 sections["post"] += [c.replace("\n", "\n    ") for c in commands]
-                if mount:
-                    sections["post"].append(f"rm -rf {mount.dst}")
     # The site CA is bound at CA_SECRET for %post (apptainer build --bind CA:CA_SECRET),
     # which needs a mount point; an empty file means no CA.
     lines = [

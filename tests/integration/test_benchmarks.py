@@ -122,11 +122,14 @@ def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, site_data, tmp_p
 
 def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
     """tf-cnn (Keras + Horovod), torch-hvd, TensorFlow's parameter server (tf-ps) and the
-    gRPC sweep natively (Horovod compiled on the host from the same pins) and in Docker;
-    weights agree across ranks after Horovod training."""
+    gRPC sweep natively (Horovod from the image's own wheels, the same binaries) and in
+    Docker; weights agree across ranks after Horovod training."""
     benches = "tf-cnn,tf-ps,torch-hvd,mpi,grpc"
     recs = campaign("horovod-mpich", "native,docker", benches, tmp_path / "run")
     check(recs, "native,docker", benches)
+    image_id = next(r["image_digest"] for r in recs if r["runtime"] == "docker")
+    native = {r["image_digest"] for r in recs if r["runtime"] == "native"}
+    assert len(native) == 1 and native.pop().endswith(f" (wheels of {HOROVOD_TAG} {image_id})")
     tf = [r["result"] for r in recs if r["bench"] == "tf-cnn"]
     assert all(r["weights_in_sync"] and r["dist"] == "horovod" for r in tf)
     assert {r["result"]["dist"] for r in recs if r["bench"] == "torch-hvd"} == {"horovod"}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kit import native_env, recipes
+from kit import engine, native_env, recipes
 from kit.errors import KitError
 
 
@@ -40,3 +40,31 @@ def test_a_pin_the_host_lacks_is_refused_with_the_fix(kit_root, mini, monkeypatc
         f"python3=0.0.1-kit (host: {have}); "
         "as root: apt-get install --no-install-recommends python3=0.0.1-kit"
     )
+
+
+def test_a_built_environment_keeps_saying_where_its_compiled_packages_came_from(
+    tmp_path, monkeypatch
+):
+    """The records' digest for native names the image whose wheels it installed, run
+    after run, without rebuilding; a changed pin rebuilds (here: refused at the check)."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(native_env, "host_suite", lambda: "bookworm")
+    monkeypatch.setattr(native_env, "mismatches", lambda r: [])
+    r = recipes.load("horovod-mpich")
+    venv = tmp_path / "native" / f"horovod-mpich-{r.version}"
+    venv.mkdir(parents=True)
+    origin = f"wheels of {r.tag()} sha256:0123"
+    (venv / ".kit-pins").write_text(f"{native_env.fingerprint(r)}\n{origin}")
+    python, identity = native_env.ensure(r)
+    assert python == venv / "bin" / "python"
+    assert identity == f"{native_env.fingerprint(r)} ({origin})"
+
+
+def test_no_engine_means_no_image_wheels(tmp_path, monkeypatch):
+    """Then the caller compiles: a cluster without Docker still gets a native runtime."""
+    monkeypatch.setenv("KIT_DOCKER", str(tmp_path / "no-docker"))
+    engine.docker.cache_clear()
+    try:
+        assert native_env.image_wheels("kit/horovod-mpich:1.2.0-cpu", tmp_path) is None
+    finally:
+        engine.docker.cache_clear()

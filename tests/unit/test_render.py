@@ -141,15 +141,12 @@ def definition_parts(text: str) -> tuple[set[str], dict, dict]:
 @pytest.mark.parametrize("name", sorted(recipes.load_all()))
 def test_definition_and_dockerfile_carry_the_same_steps(name):
     """Every command (apt pins, pip arguments), environment variable and label of the
-    Dockerfile is in the definition and nothing else is, for every recipe and variant;
-    the only extra step: the definition removes the copied wheels itself (Docker's bind
-    mount leaves none)."""
+    Dockerfile is in the definition and nothing else is, for every recipe and variant."""
     r = recipes.load(name)
     for variant in r.variants:
         commands, env, labels = dockerfile_parts(render.dockerfile(r, variant))
         def_commands, def_env, def_labels = definition_parts(render.definition(r, variant))
-        extra = {"rm -rf /tmp/kit-wheels"} if r.compile else set()
-        assert def_commands == commands | extra
+        assert def_commands == commands
         assert (def_env, def_labels) == (env, labels)
         assert any("install -y" in c for c in commands) and labels["kit.recipe"] == name
 
@@ -194,17 +191,17 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
         '--no-binary=horovod ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
         "        horovod==0.28.1\n"
     ) in builder
-    assert (
-        "RUN --mount=type=bind,from=builder,source=/opt/kit/wheels,target=/tmp/kit-wheels "
-        "/opt/kit/venv/bin/pip install --no-cache-dir --no-deps --no-index "
-        "/tmp/kit-wheels/*.whl && \\\n    horovodrun --check-build\n"
+    assert (  # the wheels stay in the image: the native environment installs them too
+        "COPY --from=builder /opt/kit/wheels /opt/kit/wheels\n"
+        "RUN /opt/kit/venv/bin/pip install --no-cache-dir --no-deps --no-index "
+        "/opt/kit/wheels/*.whl && \\\n    horovodrun --check-build\n"
     ) in final
     definition = render.definition(r)
     assert definition.count("Bootstrap: localimage") == 2
     assert "Stage: builder\n" in definition and "Stage: final\n" in definition
     final_def = definition.split("Stage: final\n")[1]
-    assert "%files from builder\n    /opt/kit/wheels /tmp/kit-wheels\n" in final_def
-    assert "    horovodrun --check-build\n    rm -rf /tmp/kit-wheels\n" in final_def
+    assert "%files from builder\n    /opt/kit/wheels /opt/kit/wheels\n" in final_def
+    assert "/opt/kit/wheels/*.whl\n    horovodrun --check-build\n" in final_def
 
 
 HOSTILE = "$(touch /tmp/pwned) `id` \"q\" \\ ${HOME} 'x'"

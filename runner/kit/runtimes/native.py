@@ -15,14 +15,14 @@ class Native(Runtime):
         return "host"
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        python = native_env.ensure(recipe)
+        python, identity = native_env.ensure(recipe, variant)
         # the image's own environment (e.g. TORCH_USE_RTLD_GLOBAL for Horovod's torch
         # extension) applies natively too: same software, same settings
         self.env = dict(recipe.env)
         self.settings = tuple(f"{k}={v} (the image's environment)" for k, v in recipe.env)
         return Prepared(
             str(python),
-            native_env.fingerprint(recipe),
+            identity,
             str(python),
             str(repo_root() / "benchmarks"),
         )
