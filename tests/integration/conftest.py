@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kit import recipes
 
 IMAGE = "pytorch-mpich"
 RUNTIMES = "native,docker,singularity,charliecloud"
+REPO = Path(__file__).resolve().parents[2]
 HOROVOD_TAG = recipes.load("horovod-mpich").tag("cpu")
 CAFFE2_TAG = recipes.load("caffe2-mpich").tag("cpu")
 
@@ -46,27 +48,65 @@ IMAGE_OF = {
     "horovod": "horovod-mpich",
     "caffe2": "caffe2-mpich",
 }
+DEFINITION = "test_definition_builds_with_apptainer_alone"  # builds with the images
+
+
+def apptainer(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
+    """apptainer from the repository root (definitions name files relative to it)."""
+    return subprocess.run(
+        ["apptainer", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
+
+
+def build_definition(scratch: Path) -> Path | str:
+    """pytorch-mpich's definition made into a SIF by Apptainer alone, as an ordinary user:
+    the local base as a SIF (from its archive), then the definition. The SIF, or why not."""
+    base_tar = scratch / "base.tar"
+    save = ["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"]
+    if (p := subprocess.run(save, capture_output=True, text=True)).returncode != 0:
+        return f"{' '.join(save)} exited {p.returncode}: {p.stderr[-1000:]}"
+    sif = scratch / "pytorch-mpich.sif"
+    for args in (
+        ("build", str(scratch / "base.sif"), f"docker-archive://{base_tar}"),
+        (
+            *("build", "--ignore-fakeroot-command"),
+            *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),  # as the README's
+            *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
+            *("--build-arg", f"BASE_SIF={scratch / 'base.sif'}"),
+            *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
+        ),
+    ):
+        p = apptainer(*args)
+        if p.returncode != 0:
+            return f"apptainer {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
+    return sif
 
 
 @pytest.fixture(scope="session")
-def builds(ready, request, tmp_path_factory) -> dict[str, str]:
-    """Every image this session's tests ask for, built at the same time: builds wait on
-    the network and the disk as much as on the CPU, so together they take little more
-    than the longest alone. No test runs (or measures) until all are done. Each build's
-    stdout, by image."""
-    wanted = sorted(
-        {IMAGE_OF[f] for item in request.session.items for f in item.fixturenames if f in IMAGE_OF}
-    )
-    logs = tmp_path_factory.mktemp("builds")
-    procs = {}
-    for image in wanted:
-        with open(logs / f"{image}.out", "w") as out, open(logs / f"{image}.err", "w") as err:
-            procs[image] = subprocess.Popen(["kit", "build", image], stdout=out, stderr=err)
-    failed = [image for image, p in procs.items() if p.wait(timeout=3600) != 0]
+def builds(ready, request, tmp_path_factory) -> dict:
+    """Every image this session's tests ask for, and the definition build, at the same
+    time: builds wait on the network, the disk and single-threaded steps (apt, pip, a
+    compile's configure) much of the time, so together they take little more than the
+    longest alone. No test runs (or measures) until all are done. Each image build's
+    stdout by image; under "definition" the definition's SIF, or why it failed."""
+    items = request.session.items
+    wanted = sorted({IMAGE_OF[f] for i in items for f in i.fixturenames if f in IMAGE_OF})
+    scratch = tmp_path_factory.mktemp("builds")
+
+    def build(image: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["kit", "build", image], capture_output=True, text=True, timeout=3600)
+
+    with ThreadPoolExecutor(max_workers=len(wanted) + 1) as pool:
+        images = {image: pool.submit(build, image) for image in wanted}
+        definition = None
+        if any(i.originalname == DEFINITION for i in items):
+            definition = pool.submit(build_definition, scratch)
+        done = {image: f.result() for image, f in images.items()}
+        sif = definition.result() if definition else None
+    failed = [f"{image}: {p.stderr[-2000:]}" for image, p in done.items() if p.returncode != 0]
     if failed:
-        tails = [f"{i}: {(logs / f'{i}.err').read_text()[-2000:]}" for i in failed]
-        pytest.fail("kit build failed for " + "\n".join(tails))
-    return {image: (logs / f"{image}.out").read_text() for image in wanted}
+        pytest.fail("kit build failed for " + "\n".join(failed))
+    return {**{image: p.stdout for image, p in done.items()}, "definition": sif}
 
 
 @pytest.fixture(scope="session")

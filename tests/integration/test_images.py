@@ -1,13 +1,12 @@
 """The framework images: a full Horovod build, its check and a 2-rank allreduce in it."""
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kit import trial
 
-from .conftest import CAFFE2_TAG, HOROVOD_TAG, in_image
+from .conftest import CAFFE2_TAG, HOROVOD_TAG, apptainer, in_image
 
 pytestmark = pytest.mark.integration
 
@@ -85,36 +84,24 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
     assert "LOSS 10 " in read.stdout  # every step, warm-up included
 
 
-def test_definition_builds_with_apptainer_alone(ready, tmp_path):
+def test_definition_builds_with_apptainer_alone(builds):
     """pytorch-mpich's definition becomes a SIF through Apptainer only, as an ordinary
     user: the local base as a SIF (from its archive), then the definition; no engine
-    takes part in the build itself."""
-    repo = Path(__file__).resolve().parents[2]
-    base_tar = tmp_path / "base.tar"
-    subprocess.run(["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"], check=True)
+    takes part in the build itself (conftest.build_definition, run beside the images)."""
+    sif = builds["definition"]
+    assert isinstance(sif, Path), sif
 
-    def apptainer(*args: str) -> subprocess.CompletedProcess:
-        p = subprocess.run(
-            ["apptainer", *args], capture_output=True, text=True, cwd=repo, timeout=3000
-        )
+    def run(*args: str) -> str:
+        p = apptainer(*args, timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
-        return p
+        return p.stdout
 
-    apptainer("build", str(tmp_path / "base.sif"), f"docker-archive://{base_tar}")
-    sif = tmp_path / "pytorch-mpich.sif"
-    apptainer(
-        *("build", "--ignore-fakeroot-command"),
-        *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),  # as the README's
-        *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
-        *("--build-arg", f"BASE_SIF={tmp_path / 'base.sif'}"),
-        *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
-    )
     probe = (
         "import torch; from mpi4py import MPI; print(torch.__version__, MPI.Get_library_version())"
     )
-    out = apptainer("exec", str(sif), "python", "-c", probe).stdout
+    out = run("exec", str(sif), "python", "-c", probe)
     assert out.startswith("1.13") and "MPICH Version:" in out  # Debian: 1.13.0a0
-    pip = apptainer("exec", str(sif), "cat", "/opt/kit/pip-packages.txt").stdout.split()
+    pip = run("exec", str(sif), "cat", "/opt/kit/pip-packages.txt").split()
     assert "mpi4py==3.1.4" in pip
-    labels = apptainer("inspect", "--labels", str(sif)).stdout
+    labels = run("inspect", "--labels", str(sif))
     assert "kit.mpi.flavour: mpich" in labels

@@ -35,12 +35,12 @@ SMALL = {
     ],
     "cscs2018-frameworks": [
         f"run {image} --runtime docker --bench {bench} --model resnet50,resnet101,resnet152 "
-        f"--batch-size 2,4 --repeats 3 --warmup-trials 0 --steps 2 --warmup-steps 1 "
+        f"--batch-size 2,4 --repeats {n} --warmup-trials 0 --steps 2 --warmup-steps 1 "
         f"--out OUT/{leg}"
-        for leg, image, bench in (
-            ("tensorflow", "horovod-mpich", "tf-cnn"),
-            ("pytorch", "pytorch-mpich", "torch-cnn"),
-            ("caffe2", "caffe2-mpich", "caffe2-cnn"),
+        for leg, image, bench, n in (
+            ("tensorflow", "horovod-mpich", "tf-cnn", 2),
+            ("pytorch", "pytorch-mpich", "torch-cnn", 3),
+            ("caffe2", "caffe2-mpich", "caffe2-cnn", 3),
         )
     ],
 }
