@@ -144,10 +144,24 @@ def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
 
 def test_parameter_server_and_grpc_in_apptainer_and_charliecloud(horovod, tmp_path):
     """tf-ps (its cluster spec from the launcher's ranks) and the gRPC sweep where each
-    rank is a container of its own (hybrid MPI)."""
+    rank is a container of its own (hybrid MPI); then two parameter servers beside two
+    workers (2 + 2) in every runtime."""
     runtimes, benches = "singularity,charliecloud", "tf-ps,grpc"
     recs = campaign("horovod-mpich", runtimes, benches, tmp_path / "run")
     check(recs, runtimes, benches)
+    every = f"native,docker,{runtimes}"
+    kit(
+        *("run", "horovod-mpich", "--runtime", every, "--bench", "tf-ps", "--np", "2"),
+        *("--repeats", "1", "--warmup-trials", "0", "--steps", "6", "--warmup-steps", "1"),
+        *("--bench-arg=--ps=2", "--timeout", "240", "--out", str(tmp_path / "ps2")),
+        timeout=1800,
+    )
+    recs = [json.loads(x) for x in (tmp_path / "ps2" / "trials.jsonl").read_text().splitlines()]
+    assert sorted(r["runtime"] for r in recs) == sorted(every.split(","))
+    for r in recs:
+        assert r["status"] == "ok", (r["runtime"], r["output_tail"][-3000:])
+        assert kitbench.validate(r["result"]) == []
+        assert (r["result"]["ps_tasks"], r["result"]["ranks"]) == (2, 2)
 
 
 def test_caffe2_entry_points_in_the_image(caffe2, tmp_path):
