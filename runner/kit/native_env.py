@@ -87,14 +87,20 @@ def flavour_bin(recipe: Recipe, venv: Path) -> Path:
 
 def image_wheels(tag: str, dest: Path) -> str | None:
     """Copy the wheels image tag keeps in WHEELS into dest; the image's id, or None when
-    no engine here holds that image (then the caller compiles)."""
-    if not engine.has_image(tag):
+    no engine here answers or holds that image (then the caller compiles). The copy is
+    made from the id inspected, so the id returned is the one the wheels came from."""
+    try:
+        info = engine.inspect(tag)
+    except KitError:
         return None
-    with engine.created(tag, "wheels") as container:
-        engine.run_quiet(["cp", f"{container}:{WHEELS}/.", str(dest)], "docker cp (wheels)")
-    if not any(dest.glob("*.whl")):
-        return None  # an image built before its wheels were kept
-    return engine.image_id(tag)
+    if info is None:
+        return None
+    with engine.created(info["Id"], "wheels") as container:
+        copy = [engine.docker(), "cp", f"{container}:{WHEELS}/.", str(dest)]
+        copied = subprocess.run(copy, capture_output=True).returncode == 0
+    if not copied or not any(dest.glob("*.whl")):
+        return None  # an image that keeps no wheels (built before it did)
+    return info["Id"]
 
 
 def compile_into(recipe: Recipe, python: Path, env: dict[str, str], tag: str) -> str:
@@ -142,11 +148,11 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
     venv = cache_dir() / "native" / f"{recipe.name}-{recipe.version}"
     python = venv / "bin" / "python"
     stamp = venv / ".kit-pins"
-    identity = fingerprint(recipe)
+    pins = fingerprint(recipe)
     if stamp.is_file():
-        pins, _, origin = stamp.read_text().partition("\n")
-        if pins == identity:
-            return python, identity + (f" ({origin})" if origin else "")
+        stamped, _, origin = stamp.read_text().partition("\n")
+        if stamped == pins:
+            return python, _identity(pins, origin)
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     stream([HOST_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], "native venv")
@@ -155,5 +161,10 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
     origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
-    stamp.write_text(identity + (f"\n{origin}" if origin else ""))
-    return python, identity + (f" ({origin})" if origin else "")
+    stamp.write_text(pins + (f"\n{origin}" if origin else ""))
+    return python, _identity(pins, origin)
+
+
+def _identity(pins: str, origin: str) -> str:
+    """What the records file as the native environment's digest."""
+    return pins + (f" ({origin})" if origin else "")
