@@ -76,12 +76,13 @@ def inspect(ref: str) -> dict | None:
     return json.loads(p.stdout)[0]
 
 
-def has_image(ref: str) -> bool:
-    """Whether an engine answers here and holds ref; never raises (for fallbacks)."""
+def found(ref: str) -> dict | None:
+    """ref's inspection when an engine answers here and holds it, else None; never raises
+    (for fallbacks: a pulled SIF, wheels compiled on the host)."""
     try:
-        return inspect(ref) is not None
+        return inspect(ref)
     except KitError:
-        return False
+        return None
 
 
 def image_id(ref: str) -> str:

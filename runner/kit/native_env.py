@@ -89,11 +89,7 @@ def image_wheels(tag: str, dest: Path) -> str | None:
     """Copy the wheels image tag keeps in WHEELS into dest; the image's id, or None when
     no engine here answers or holds that image (then the caller compiles). The copy is
     made from the id inspected, so the id returned is the one the wheels came from."""
-    try:
-        info = engine.inspect(tag)
-    except KitError:
-        return None
-    if info is None:
+    if (info := engine.found(tag)) is None:
         return None
     with engine.created(info["Id"], "wheels") as container:
         copy = [engine.docker(), "cp", f"{container}:{WHEELS}/.", str(dest)]

@@ -29,7 +29,7 @@ class Apptainer(Runtime):
     env = base.UCX_SHM
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        if engine.has_image(recipe.tag(variant)):
+        if engine.found(recipe.tag(variant)):
             art = convert.convert(recipe, variant, ["singularity"])
             return base.in_image(str(art.sif), art.digest)
         got = pull.pulled(recipe, variant)
