@@ -235,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
             for name in os.listdir(meet["path"]):
                 os.remove(os.path.join(meet["path"], name))
             os.rmdir(meet["path"])
-        kitbench.finalize()
     if rank == 0:
         kitbench.emit(
             kitbench.record(
@@ -252,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 weights_in_sync=kitbench.weights_in_sync([r["weights_sum"] for r in ranks]),
             )
         )
+    if size > 1:
+        kitbench.finalize()
     return 0
 
 

@@ -254,7 +254,6 @@ def main(argv: list[str] | None = None) -> int:
         ch.close()
     comm.Barrier()  # nobody calls any server now
     server.stop(None)
-    kitbench.finalize()
     if rank == 0:
         kitbench.emit(
             {
@@ -267,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ps": ps,
             }
         )
+    kitbench.finalize()
     return 0
 
 

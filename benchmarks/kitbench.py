@@ -21,6 +21,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 
 SCHEMA = "kit.bench/2"
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
@@ -172,12 +173,34 @@ def mpi_comm():
     return MPI.COMM_WORLD
 
 
+FINALIZE_WAIT_S = 30.0
+
+
 def finalize() -> None:
+    """Barrier, then MPI_Finalize under a watchdog. Rarely (seen once in many hundred
+    2-rank Horovod trials, MPICH 4.0 in Docker) one rank spins in MPI_Finalize after the
+    barrier while its peer has left; the record is printed before this is called, so a
+    rank still here after FINALIZE_WAIT_S leaves with a note instead of hanging the trial."""
     from mpi4py import MPI
 
     if MPI.Is_initialized() and not MPI.Is_finalized():
         MPI.COMM_WORLD.Barrier()
+        watchdog = threading.Timer(FINALIZE_WAIT_S, _leave_unfinalized)
+        watchdog.daemon = True
+        watchdog.start()
         MPI.Finalize()
+        watchdog.cancel()
+
+
+def _leave_unfinalized() -> None:
+    print(
+        f"kitbench: MPI_Finalize did not return in {FINALIZE_WAIT_S:g} s after the final "
+        "barrier; leaving without it (everything was measured and printed before)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def peak_rss_mb() -> float:

@@ -131,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     p2p = [pingpong(comm, n, budget) for n in sizes(a)] if size > 1 else []
     hosts = sorted(set(comm.gather(socket.gethostname(), root=0) or []))
     startups = comm.gather(startup, root=0)
-    kitbench.finalize()
     if rank == 0:
         kitbench.emit(
             {
@@ -142,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 "allreduce": reduce,
             }
         )
+    kitbench.finalize()
     return 0
 
 

@@ -211,8 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     ranks = hvd_tf.allgather_object(mine) if size > 1 else [mine]
     weights = float(sum(abs(w).sum() for w in model.get_weights()))
     sums = hvd_tf.allgather_object(weights) if size > 1 else [weights]
-    hvd.shutdown()
-    kitbench.finalize()
     if rank == 0:
         kitbench.emit(
             kitbench.record(
@@ -229,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 weights_in_sync=kitbench.weights_in_sync(sums),
             )
         )
+    hvd.shutdown()
+    kitbench.finalize()
     return 0
 
 

@@ -263,7 +263,6 @@ def main(argv: list[str] | None = None) -> int:
         writer.close()
     mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)
     ranks = d.gather(mine)
-    d.finish()
     if d.rank == 0:
         kitbench.emit(
             kitbench.record(
@@ -279,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 accuracy=accuracies,
             )
         )
+    d.finish()
     return 0
 
 
