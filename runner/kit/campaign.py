@@ -385,6 +385,7 @@ def _one_trial(
 ) -> dict:
     """Run one trial and file its record the moment it ends."""
     campaign, mpirun, mpirun_version, version, host, env, local = ctx
+    env = {**env, **rt.env, **dict(prep.env)}
     c = p.config
     name = f"kit-{campaign}-{i}"
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -393,12 +394,12 @@ def _one_trial(
     if local:
         job = trial_job(rt, prep, c, opts, mpirun, name, f"{time.time():.6f}")
         argv = rt.command(prep, job)
-        outcome = trial.run(argv, {**env, **rt.env}, opts.timeout, name, lambda: rt.cleanup(job))
+        outcome = trial.run(argv, env, opts.timeout, name, lambda: rt.cleanup(job))
     else:
         job = trial_job(rt, prep, c, opts, mpirun, name, slurm.LAUNCH_ARG)
         path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
         argv = ["sbatch", str(path)]
-        outcome, job_info = slurm.submit(path, output, {**env, **rt.env}, opts.timeout, name)
+        outcome, job_info = slurm.submit(path, output, env, opts.timeout, name)
     host_load = load.during(before, load.sample(), outcome.wall_s, own=rt.in_tree and local)
     ended = status(outcome)
     record = {
@@ -410,7 +411,7 @@ def _one_trial(
         "runtime": rt.arm,
         "runtime_kind": rt.name,
         "runtime_version": version,
-        "runtime_settings": list(rt.settings),
+        "runtime_settings": [*rt.settings, *prep.settings],
         "runtime_args": job.extra,
         "launcher": rt.launcher(c.ranks) if local else "slurm",
         "slurm": job_info,

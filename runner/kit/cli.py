@@ -378,6 +378,8 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    from . import runtimes
+
     p = argparse.ArgumentParser(
         prog="kit",
         description="Build, convert and run distributed deep-learning "
@@ -461,6 +463,8 @@ def parser() -> argparse.ArgumentParser:
         description="Run the image's benchmark under each runtime, trials "
         "interleaved in seeded random order; each trial's record is appended "
         "to OUT/trials.jsonl the moment it ends.",
+        epilog="runtimes:\n" + runtimes.described(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("image", metavar="IMAGE", nargs="?", help="the image (or --preset)")
     s.add_argument(
@@ -478,9 +482,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--runtime",
         default="native,docker,singularity,charliecloud",
-        help="comma-separated: native, docker, singularity (apptainer), charliecloud, "
-        "shifter; NAME@LABEL adds another arm of a runtime, e.g. native,native@b for an "
-        "A/A check (default: %(default)s)",
+        help="comma-separated runtimes (listed below); NAME@LABEL adds another arm of a "
+        "runtime, e.g. native,native@b for an A/A check (default: %(default)s)",
     )
     s.add_argument(
         "--bench",
@@ -627,7 +630,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
     s.set_defaults(func=cmd_presets)
 
-    s = sub.add_parser("doctor", help="what this host has for each runtime, and the fixes")
+    s = sub.add_parser(
+        "doctor",
+        help="what this host has for each runtime, and the fixes",
+        epilog="runtimes:\n" + runtimes.described(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
     s.set_defaults(func=cmd_doctor)
     return p

@@ -1,4 +1,8 @@
-"""`kit doctor`: what this host has for each runtime, and how to get what is missing."""
+"""`kit doctor`: what this host has for each runtime, and how to get what is missing.
+
+The rows are the components runtimes share, then each registered runtime's own
+command as it declares it; what a runtime needs is its declaration, not a table here.
+"""
 
 import getpass
 import os
@@ -12,6 +16,7 @@ from .base import base_tag
 from .errors import KitError
 from .proc import version_line
 from .recipes import FLAVOURS
+from .runtimes import RUNTIMES, Runtime
 
 
 @dataclass(frozen=True)
@@ -61,31 +66,18 @@ def _fuse() -> Check:
     )
 
 
-def checks() -> dict[str, Check]:
+def components() -> dict[str, Check]:
+    """What runtimes share: the engine, the base image, FUSE, squashfs tools, MPI, Slurm."""
     mpich, ompi = FLAVOURS["mpich"], FLAVOURS["openmpi"]
     return {
         "engine": _engine(),
         "base": _base(),
-        "apptainer": _tool(
-            "apptainer",
-            ["apptainer", "--version"],
-            "ci/provision (Apptainer from a Debian sid root via bubblewrap)",
-        ),
         "fuse": _fuse(),
         "squashfs": _tool(
             "squashfs-tools-ng",
             ["tar2sqfs", "--version"],
             "apt-get install squashfs-tools-ng (kit convert packs squashfs and SIF with it)",
-            lambda t: t.splitlines()[0],
-        ),
-        "charliecloud": _tool(
-            "charliecloud", ["ch-run", "--version"], "apt-get install charliecloud"
-        ),
-        "shifter": _tool(
-            "shifter",
-            ["shifter", "--help"],
-            "a site install; not packaged here (charliecloud runs the same squashfs)",
-            lambda t: t.splitlines()[0],
+            first_line,
         ),
         "mpich": _tool(
             "MPICH",
@@ -97,7 +89,7 @@ def checks() -> dict[str, Check]:
             "Open MPI",
             [ompi.mpirun, "--version"],
             f"apt-get install {' '.join(ompi.packages)}",
-            lambda t: t.splitlines()[0],
+            first_line,
         ),
         "slurm": _tool(
             "Slurm (--launcher slurm)",
@@ -108,19 +100,39 @@ def checks() -> dict[str, Check]:
     }
 
 
-NEEDS = {
-    "native": ("mpich",),
-    "docker": ("engine", "base"),
-    "singularity": ("engine", "squashfs", "apptainer", "fuse"),
-    "singularity-bind": ("engine", "squashfs", "apptainer", "fuse", "mpich"),
-    "charliecloud": ("engine", "squashfs", "charliecloud", "fuse"),
-    "shifter": ("shifter",),
-}
+def first_line(text: str) -> str:
+    return text.splitlines()[0]
+
+
+def tools() -> dict[str, Check]:
+    """Each runtime's own command, as the runtime declares it (one row per command)."""
+    users: dict[str, list[type[Runtime]]] = {}
+    for cls in RUNTIMES.values():
+        users.setdefault(cls.tool, []).append(cls)
+
+    def label(tool: str, names: list[str]) -> str:
+        return tool if names == [tool] else f"{', '.join(names)} ({tool})"
+
+    return {
+        f"tool:{tool}": _tool(
+            label(tool, [c.name for c in classes]),
+            [tool, *classes[0].version_argv],
+            classes[0].fix,
+            first_line,
+        )
+        for tool, classes in users.items()
+    }
+
+
+def needs(name: str) -> tuple[str, ...]:
+    """The rows a runtime needs: its declared components and its own command."""
+    cls = RUNTIMES[name]
+    return (*cls.needs, f"tool:{cls.tool}")
 
 
 def report(runtimes: list[str]) -> tuple[str, bool]:
     """The table, and whether everything the named runtimes need is present."""
-    found = checks()
+    found = {**components(), **tools()}
     width = max(len(c.name) for c in found.values())
     lines = [f"{'COMPONENT':<{width}}  STATUS   DETAIL"]
     for c in found.values():
@@ -133,7 +145,7 @@ def report(runtimes: list[str]) -> tuple[str, bool]:
             "note: running as root; Apptainer and MPI jobs here must run as an "
             "ordinary user (root lacks CAP_SYS_RESOURCE)"
         )
-    missing = sorted({k for rt in runtimes for k in NEEDS[rt] if not found[k].ok})
+    missing = sorted({k for rt in runtimes for k in needs(rt) if not found[k].ok})
     if missing:
         lines.append(
             f"missing for {', '.join(runtimes)}: " + ", ".join(found[k].name for k in missing)

@@ -115,7 +115,7 @@ def script(
     lines = ["#!/bin/bash", f"# {title}"]
     lines += [f"#SBATCH {d}" for d in directives(job, site, output, rt, prep)]
     lines += ["set -euo pipefail", *site.setup]
-    env = {**rt.env, "KIT_TRIAL": job.name}
+    env = {**rt.env, **dict(prep.env), "KIT_TRIAL": job.name}
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     lines += [
         f"export {LAUNCH_VAR}=$(date +%s.%N)",

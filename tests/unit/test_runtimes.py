@@ -1,5 +1,6 @@
 """Each runtime's exact command line, for one rank and for two."""
 
+import dataclasses
 import os
 
 import pytest
@@ -131,7 +132,8 @@ def test_apptainer_bind_model_swaps_in_the_host_mpi(prep):
         "UCX_TLS": "^cma",
         "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
     }
-    rt.soname, rt.library = "libmpich.so.12", "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0"
+    library = "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0"
+    prep = dataclasses.replace(prep, options=apptainer.inject(library, "libmpich.so.12"))
     assert rt.command(prep, job(2)) == [
         "mpirun.mpich", "-np", "2", "apptainer", "exec",
         "--bind=/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0:/opt/kit/host-mpi/libmpich.so.12:ro",
@@ -140,3 +142,16 @@ def test_apptainer_bind_model_swaps_in_the_host_mpi(prep):
     ]  # fmt: skip
     with pytest.raises(KitError, match=r"needs the host's libnope\.so\.1"):
         apptainer.host_library("libnope.so.1")
+
+
+def test_every_registered_runtime_declares_what_doctor_and_help_read():
+    from kit import convert, doctor
+
+    components = set(doctor.components())
+    help_text = runtimes.described()
+    for name, cls in runtimes.RUNTIMES.items():
+        assert cls.summary and cls.tool and cls.fix, name
+        assert cls.runs in (*convert.FORMATS, "engine", "host"), name
+        assert set(cls.needs) <= components, name
+        assert f"  {name} " in help_text
+    assert runtimes.ALIASES == {"apptainer": "singularity", "apptainer-bind": "singularity-bind"}

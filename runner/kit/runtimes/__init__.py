@@ -1,21 +1,44 @@
-"""Runtime adapters behind one interface, by the name users pass to --runtime."""
+"""The runtime registry: every Runtime subclass in this package, by the name users pass.
 
+A runtime is added by adding its module here; the registry, `kit doctor`, the
+--runtime help and the name checks all read what the class declares.
+"""
+
+import importlib
+import pkgutil
 import re
 
 from ..errors import KitError
-from .apptainer import Apptainer, ApptainerBind
 from .base import Job, Prepared, Runtime
-from .charliecloud import Charliecloud
-from .docker import Docker
-from .native import Native
-from .shifter import Shifter
 
-RUNTIMES: dict[str, type[Runtime]] = {
-    r.name: r for r in (Native, Docker, Apptainer, ApptainerBind, Shifter, Charliecloud)
-}
-ALIASES = {"apptainer": "singularity", "apptainer-bind": "singularity-bind"}
+__all__ = ["ALIASES", "RUNTIMES", "Job", "Prepared", "Runtime", "get", "parse"]
 
-__all__ = ["RUNTIMES", "Job", "Prepared", "Runtime", "get", "parse"]
+
+def _discover() -> dict[str, type[Runtime]]:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    found: dict[str, type[Runtime]] = {}
+    todo = [Runtime]
+    while todo:
+        for cls in todo.pop().__subclasses__():
+            todo.append(cls)
+            if cls.name:
+                found[cls.name] = cls
+    return dict(sorted(found.items()))
+
+
+RUNTIMES = _discover()
+ALIASES = {alias: name for name, cls in RUNTIMES.items() for alias in cls.aliases}
+
+
+def described() -> str:
+    """The runtimes, one per line, for --help."""
+    width = max(map(len, RUNTIMES)) + 2
+    return "\n".join(
+        f"  {name:<{width}}{cls.summary}"
+        + (f" (also: {', '.join(cls.aliases)})" if cls.aliases else "")
+        for name, cls in RUNTIMES.items()
+    )
 
 
 def get(arm: str) -> Runtime:

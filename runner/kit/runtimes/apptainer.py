@@ -3,6 +3,7 @@
 Without a local image (a cluster with no Docker), the SIF made by `kit pull` is used.
 """
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -19,6 +20,10 @@ from .base import Job, Prepared, Runtime
 
 class Apptainer(Runtime):
     name = "singularity"
+    aliases = ("apptainer",)
+    summary = "Apptainer (Singularity) on the SIF converted from the image"
+    runs = "singularity"
+    needs = ("engine", "squashfs", "fuse")
     tool = "apptainer"
     fix = convert.APPTAINER_FIX
     settings = (
@@ -44,7 +49,7 @@ class Apptainer(Runtime):
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}" for path in job.binds]
-        return [self.tool, "exec", *binds, *job.extra, prep.ref, *job.program]
+        return [self.tool, "exec", *prep.options, *binds, *job.extra, prep.ref, *job.program]
 
 
 HOST_MPI = "/opt/kit/host-mpi"  # where the bind model puts the host's MPI library
@@ -89,25 +94,26 @@ class ApptainerBind(Apptainer):
     the image is unchanged and the host's mpirun or srun starts the ranks."""
 
     name = "singularity-bind"
+    aliases = ("apptainer-bind",)
+    summary = "the same SIF with the host's MPI library bound in (bind model)"
+    needs = (*Apptainer.needs, "mpich")
     settings = (
         *Apptainer.settings[:2],
         "bind model: the host's MPI library bound into the container at "
         f"{HOST_MPI} (read-only) and put first on LD_LIBRARY_PATH",
     )
-    soname = ""  # the flavour's MPI library, and its file on the host: set by prepare
-    library = ""
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        self.soname = recipe.mpi.spec.library
-        host = host_library(self.soname)
-        self.library = staged(host)
-        self.settings = (*self.settings, f"injected: {host} (staged as {self.library})")
-        return super().prepare(recipe, variant)
+        soname = recipe.mpi.spec.library
+        host = host_library(soname)
+        library = staged(host)
+        return dataclasses.replace(
+            super().prepare(recipe, variant),
+            settings=(f"injected: {host} (staged as {library})",),
+            options=inject(library, soname),
+        )
 
-    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
-        inject = [
-            f"--bind={self.library}:{HOST_MPI}/{self.soname}:ro",
-            f"--env=LD_LIBRARY_PATH={HOST_MPI}",
-        ]
-        binds = [f"--bind={path}" for path in job.binds]
-        return [self.tool, "exec", *inject, *binds, *job.extra, prep.ref, *job.program]
+
+def inject(library: str, soname: str) -> tuple[str, ...]:
+    """Apptainer options that put the host's library first for the image's soname."""
+    return (f"--bind={library}:{HOST_MPI}/{soname}:ro", f"--env=LD_LIBRARY_PATH={HOST_MPI}")

@@ -16,12 +16,17 @@ __all__ = ["Job", "Prepared", "Runtime", "in_image"]
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a runtime runs: an image reference (tag, SIF, squashfs) or the native python."""
+    """What a runtime runs: an image reference (tag, SIF, squashfs) or the native python,
+    and what preparing it decided for this image (the runtime object itself stays as
+    declared, so one adapter can prepare several images)."""
 
     ref: str
     digest: str
     python: str
     bench_dir: str
+    env: tuple[tuple[str, str], ...] = ()  # more environment for its trials
+    settings: tuple[str, ...] = ()  # more fair settings, shown in the report
+    options: tuple[str, ...] = ()  # runtime options before the user's (e.g. a bound library)
 
 
 def in_image(ref: str, digest: str) -> Prepared:
@@ -58,17 +63,26 @@ def first_line(argv: list[str]) -> str:
 class Runtime:
     """A way to run the benchmark: natively or in one container runtime.
 
-    Hybrid runtimes (the default) are started once per rank by the host's mpirun;
-    a runtime that cannot share the host launcher's PMI overrides command().
+    A subclass declares everything the rest of kit needs to know about it (its names,
+    what it runs, the host components it needs, its fair settings) and is found by
+    the registry in kit.runtimes without being listed anywhere. Hybrid runtimes (the
+    default) are started once per rank by the host's mpirun; a runtime whose ranks
+    share one container started by the image's own mpirun sets ranks_inside.
     """
 
     name = ""
+    aliases: tuple[str, ...] = ()  # other names users may pass to --runtime
+    summary = ""  # one line for --help and `kit doctor`
+    runs = ""  # what it runs: the `kit convert` format, "engine" (the local image) or "host"
+    needs: tuple[str, ...] = ()  # host components from kit.doctor.COMPONENTS, beside its tool
     arm = ""  # what results call it: the name, or NAME@LABEL for a second arm
     tool = ""  # the command it needs on PATH
     fix = ""  # how to get that command
+    version_argv: tuple[str, ...] = ("--version",)  # tool options that print its version
     settings: tuple[str, ...] = ()  # fair defaults it applies, shown in the report
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
     in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
+    ranks_inside = False  # ranks started inside one container by the image's own mpirun
 
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""
@@ -76,7 +90,7 @@ class Runtime:
             raise KitError(f"runtime '{self.name}' needs '{self.tool}' on PATH; {self.fix}")
 
     def version(self) -> str:
-        return first_line([self.tool, "--version"])
+        return first_line([self.tool, *self.version_argv])
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         raise NotImplementedError
@@ -107,7 +121,9 @@ class Runtime:
 
     def launcher(self, ranks: int) -> str:
         """How ranks are started, as recorded with each trial."""
-        return "mpirun" if ranks > 1 else "plain"
+        if ranks == 1:
+            return "plain"
+        return "mpirun in container" if self.ranks_inside else "mpirun"
 
     def cleanup(self, job: Job) -> None:
         """Remove what outlives the launcher's process group (containers, mounts)."""

@@ -11,6 +11,9 @@ DATA_MOUNT = "/mnt"
 
 class Charliecloud(Runtime):
     name = "charliecloud"
+    summary = "ch-run on the squashfs Shifter's image gateway would make"
+    runs = "squashfs"
+    needs = ("engine", "squashfs", "fuse")
     tool = "ch-run"
     fix = "install charliecloud (Debian package), and make /dev/fuse usable"
     settings = (

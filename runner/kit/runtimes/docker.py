@@ -18,9 +18,13 @@ from .base import Job, Prepared, Runtime
 
 class Docker(Runtime):
     name = "docker"
+    summary = "the built image in the local Docker engine"
+    runs = "engine"
+    needs = ("engine", "base")
     tool = "docker"
     fix = "install docker.io and start dockerd (as root: ci/provision)"
     in_tree = False
+    ranks_inside = True
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
@@ -72,9 +76,6 @@ class Docker(Runtime):
                 "allow_docker = true in --slurm-config"
             )
         return ["srun", "--ntasks=1", *self.command(prep, job)]
-
-    def launcher(self, ranks: int) -> str:
-        return "mpirun in container" if ranks > 1 else "plain"
 
     def cleanup(self, job: Job) -> None:
         subprocess.run([engine.docker(), "rm", "-f", job.name], capture_output=True)

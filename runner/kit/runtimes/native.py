@@ -8,6 +8,9 @@ from .base import Job, Prepared, Runtime
 
 class Native(Runtime):
     name = "native"
+    summary = "the host's python and MPI, with the image's pinned packages in a venv"
+    runs = "host"
+    needs = ("mpich",)
     tool = "python3"
     fix = "install python3"
 
@@ -18,13 +21,13 @@ class Native(Runtime):
         python, identity = native_env.ensure(recipe, variant)
         # the image's own environment (e.g. TORCH_USE_RTLD_GLOBAL for Horovod's torch
         # extension) applies natively too: same software, same settings
-        self.env = dict(recipe.env)
-        self.settings = tuple(f"{k}={v} (the image's environment)" for k, v in recipe.env)
         return Prepared(
             str(python),
             identity,
             str(python),
             str(repo_root() / "benchmarks"),
+            env=tuple(recipe.env),
+            settings=tuple(f"{k}={v} (the image's environment)" for k, v in recipe.env),
         )
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:

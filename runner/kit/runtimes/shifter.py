@@ -13,15 +13,15 @@ from .base import Job, Prepared, Runtime
 
 class Shifter(Runtime):
     name = "shifter"
+    summary = "command lines for a site's Shifter (not installable here)"
+    runs = "shifter"
     tool = "shifter"
+    version_argv = ("--help",)
     fix = (
         "Shifter is a site install (not packaged for Debian); on this machine "
         "the charliecloud runtime runs the same squashfs"
     )
     settings = ("shifter --image=docker:TAG, hybrid MPI: the host launcher starts ranks",)
-
-    def version(self) -> str:
-        return base.first_line([self.tool, "--help"])
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         tag = recipe.tag(variant)
