@@ -1,5 +1,6 @@
 """The interface every runtime adapter implements."""
 
+import dataclasses
 import getpass
 import os
 import shutil
@@ -49,6 +50,19 @@ class Job:
 def mpirun(job: Job) -> list[str]:
     """The launcher prefix: nothing for one rank, the flavour's mpirun for more."""
     return [job.mpirun, "-np", str(job.ranks)] if job.ranks > 1 else []
+
+
+def one_container(head: list[str], prep: Prepared, job: Job) -> list[str]:
+    """An engine's `run` command (head: the engine's own options) for a whole job: the
+    image's own mpirun starts the ranks inside one container, which gets the trial's
+    marker, the data folders at the same paths and the workload's tuning variables."""
+    argv = [*head, "-e", "HOME=/tmp", "-e", "KIT_TRIAL"]  # kit finds (and names) ranks inside
+    argv += [f"--volume={path}:{path}" for path in job.binds]
+    for k in user_env():
+        if k.startswith(WORKLOAD_PREFIXES):
+            argv += ["-e", k]
+    inside = dataclasses.replace(job, mpirun="mpirun")  # the image's own flavour
+    return [*argv, *job.extra, prep.ref, *mpirun(inside), *job.program]
 
 
 def first_line(argv: list[str]) -> str:

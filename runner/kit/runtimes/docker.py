@@ -5,7 +5,6 @@ container, so the host mpirun cannot wire up ranks here (unlike Apptainer or
 Charliecloud); ranks share one container, launched by the image's own mpirun.
 """
 
-import dataclasses
 import os
 import subprocess
 
@@ -43,29 +42,9 @@ class Docker(Runtime):
         return base.in_image(tag, engine.image_id(tag))
 
     def command(self, prep: Prepared, job: Job) -> list[str]:
-        argv = [
-            engine.docker(),
-            "run",
-            "--rm",
-            "--init",
-            "--name",
-            job.name,
-            "--user",
-            f"{os.getuid()}:{os.getgid()}",
-            "--network=host",
-            "--ipc=host",
-            "-e",
-            "HOME=/tmp",
-            "-e",
-            "KIT_TRIAL",  # the trial's marker: kit finds (and names, if stuck) the ranks inside
-        ]
-        for path in job.binds:
-            argv.append(f"--volume={path}:{path}")
-        for k in base.user_env():
-            if k.startswith(base.WORKLOAD_PREFIXES):
-                argv += ["-e", k]
-        inside = dataclasses.replace(job, mpirun="mpirun")  # the image's own flavour
-        return [*argv, *job.extra, prep.ref, *base.mpirun(inside), *job.program]
+        head = [engine.docker(), "run", "--rm", "--init", "--name", job.name]
+        head += ["--user", f"{os.getuid()}:{os.getgid()}", "--network=host", "--ipc=host"]
+        return base.one_container(head, prep, job)
 
     def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
         """One task that runs the container, whose own mpirun starts the ranks inside."""
