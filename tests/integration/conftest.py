@@ -17,7 +17,7 @@ import pytest
 from kit import recipes
 
 IMAGE = "pytorch-mpich"
-RUNTIMES = "native,docker,singularity,charliecloud"
+RUNTIMES = "native,docker,podman,singularity,charliecloud"
 REPO = Path(__file__).resolve().parents[2]
 HOROVOD_TAG = recipes.load("horovod-mpich").tag("cpu")
 CAFFE2_TAG = recipes.load("caffe2-mpich").tag("cpu")
@@ -159,7 +159,7 @@ def cluster(ready) -> None:
 
 # What a trial starts; none of it may outlive the trial (kit stops the whole tree).
 LEFTOVER = (
-    "squashfuse", "mpirun", "hydra_pmi_proxy", "orted", "ch-run", "starter",
+    "squashfuse", "mpirun", "hydra_pmi_proxy", "orted", "ch-run", "starter", "conmon",
     "torch_cnn", "tf_cnn", "caffe2_cnn", "mpi_bench", "lean.py",
 )  # fmt: skip
 

@@ -99,7 +99,7 @@ def site_data():
         f.chmod(f.stat().st_mode | 0o200)
 
 
-def test_pytorch_and_mpi_in_four_runtimes_with_real_data(built, site_data, tmp_path):
+def test_pytorch_and_mpi_in_every_runtime_with_real_data(built, site_data, tmp_path):
     """torch-cnn (synthetic and real JPEGs from a read-only folder outside every default
     bind) and the MPI sweep; the report shows I/O overhead and the MPI table."""
     root, before = site_data

@@ -17,7 +17,7 @@ def kit(*args, env=None):
     ("args", "message"),
     [
         (["build", "nope"], "kit: error: unknown image 'nope' (known: "),
-        (["run", "pytorch-mpich", "--runtime", "podman"], "kit: error: unknown runtime 'podman'"),
+        (["run", "pytorch-mpich", "--runtime", "rkt"], "kit: error: unknown runtime 'rkt'"),
         (["run", "pytorch-mpich", "--np", "0"], "kit: error: --np '0' must be comma-separated"),
         (["run", "pytorch-mpich", "--runtime-arg", "docker"], "must be RUNTIME:ARG"),
         (["convert", "pytorch-mpich", "--to", "rpm"], "kit: error: unknown format 'rpm'"),

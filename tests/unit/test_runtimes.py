@@ -101,8 +101,8 @@ def test_docker_mpirun_inside(prep, monkeypatch):
 
 
 def test_parse_rejects_unknown_and_repeats():
-    with pytest.raises(KitError, match="unknown runtime 'podman'"):
-        runtimes.parse("native,podman")
+    with pytest.raises(KitError, match="unknown runtime 'rkt'"):
+        runtimes.parse("native,rkt")
     with pytest.raises(KitError, match="names a runtime twice"):
         runtimes.parse("singularity,apptainer")
     assert [r.name for r in runtimes.parse("native, docker")] == ["native", "docker"]
@@ -155,3 +155,18 @@ def test_every_registered_runtime_declares_what_doctor_and_help_read():
         assert set(cls.needs) <= components, name
         assert f"  {name} " in help_text
     assert runtimes.ALIASES == {"apptainer": "singularity", "apptainer-bind": "singularity-bind"}
+
+
+def test_podman_rootless_with_dockers_settings(prep, monkeypatch):
+    for k in os.environ:
+        if k.startswith(WORKLOAD_PREFIXES):
+            monkeypatch.delenv(k)
+    rt = runtimes.get("podman")
+    j = Job(PROG, 2, "mpirun.mpich", "kit-abc-3", ["--cpus=1.5"], ("/data/set",))
+    assert rt.command(prep, j) == [
+        "podman", "run", "--rm", "--init", "--name", "kit-abc-3",
+        "--userns=keep-id", "--network=host", "--ipc=host",
+        "-e", "HOME=/tmp", "-e", "KIT_TRIAL", "--volume=/data/set:/data/set",
+        "--cpus=1.5", "IMG", "mpirun", "-np", "2", *PROG,
+    ]  # fmt: skip
+    assert (rt.runs, rt.launcher(2), rt.in_tree) == ("docker-archive", "mpirun in container", False)
