@@ -15,7 +15,6 @@ import platform
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -23,11 +22,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import analysis, load, paths, results, slurm, stats, trial
+from . import analysis, launchers, load, paths, results, slurm, stats, trial
 from .errors import KitError
-from .proc import version_line
 from .recipes import Recipe
-from .runtimes import Job, Runtime
+from .runtimes import Job, Prepared, Runtime
 from .runtimes.base import user_env
 
 # benchmark name -> (script in benchmarks/, fixed arguments)
@@ -277,13 +275,11 @@ def mpirun_for(recipe: Recipe, override: str | None) -> str:
     return recipe.mpi.spec.mpirun
 
 
-def launcher_version(mpirun: str) -> str:
-    """The host launcher's version line (for MPICH, Hydra's Version field)."""
-    try:
-        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return version_line(p.stdout or p.stderr)
+def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.Launcher:
+    """Local by default; under --launcher slurm one batch job a trial, scripts in OUT/slurm."""
+    if opts.site is None:
+        return launchers.Local()
+    return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")
 
 
 def execute(
@@ -295,6 +291,7 @@ def execute(
     opts: Options,
     campaign: str,
     done: set[int],
+    launcher: launchers.Launcher | None = None,
 ) -> str:
     """Run the design's rounds (skipping finished trials), recording each trial as it ends;
     returns why the campaign stopped."""
@@ -304,25 +301,26 @@ def execute(
                 f"image '{recipe.name}' has no benchmark '{c.bench}' "
                 f"(has: {', '.join(recipe.benchmarks)})"
             )
+    launcher = launcher or launcher_for(opts, recipe, out_dir)
     mpirun = mpirun_for(recipe, opts.mpirun)
-    local = opts.site is None
-    if not local and shutil.which("sbatch") is None:
-        raise KitError(
-            "--launcher slurm needs 'sbatch' on PATH (a Slurm client); or use --emit DIR"
-        )
-    if local and any(c.ranks > 1 for c in design.configs) and shutil.which(mpirun) is None:
-        raise KitError(
-            f"more than one rank needs '{mpirun}' on PATH; install "
-            f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
-        )
+    launcher.check(recipe, [c.ranks for c in design.configs], mpirun)
     by_arm = {rt.arm: rt for rt in runtimes}
     for rt in runtimes:
         rt.check()
     prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
     versions = {rt.arm: rt.version() for rt in runtimes}
-    mpirun_version = launcher_version(mpirun) if shutil.which(mpirun) else "none"
-    host = host_info()
-    env = user_env()
+    context = Context(
+        recipe,
+        variant,
+        opts,
+        campaign,
+        mpirun,
+        launcher.mpi_version(mpirun),
+        host_info(),
+        user_env(),
+        launcher,
+        out_dir,
+    )
     records = [r for r in results.load(out_dir).records if r["campaign"] == campaign]
     fixed = design.warmups + design.repeats
     total = None  # trials left to run: known only for a fixed design
@@ -343,17 +341,8 @@ def execute(
             if i in done:
                 continue
             t_trial = time.monotonic()
-            record = _one_trial(
-                recipe,
-                variant,
-                by_arm[p.runtime],
-                prepared[p.runtime],
-                p,
-                i,
-                opts,
-                (campaign, mpirun, mpirun_version, versions[p.runtime], host, env, local),
-                out_dir,
-            )
+            rt = by_arm[p.runtime]
+            record = _one_trial(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
             records.append(record)
             own_s += time.monotonic() - t_trial - record["wall_s"]
             ran += 1
@@ -372,39 +361,46 @@ def execute(
     return summary
 
 
-def _one_trial(
-    recipe: Recipe,
-    variant: str,
-    rt: Runtime,
-    prep,
-    p: Planned,
-    i: int,
-    opts: Options,
-    ctx: tuple,
-    out_dir: Path,
-) -> dict:
+@dataclass(frozen=True)
+class Context:
+    """What every trial of one campaign shares."""
+
+    recipe: Recipe
+    variant: str
+    opts: Options
+    campaign: str
+    mpirun: str
+    mpirun_version: str
+    host: dict
+    env: dict[str, str]
+    launcher: launchers.Launcher
+    out_dir: Path
+
+
+def title(ctx: Context, rt: Runtime, job: Job, c: Config) -> str:
+    what = c.bench if c.bench in SWEEPS else f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
+    return (
+        f"kit trial {job.name}: {rt.arm}, {ctx.recipe.name} {ctx.recipe.version}, {what}, "
+        f"{c.ranks} rank(s)"
+    )
+
+
+def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: int) -> dict:
     """Run one trial and file its record the moment it ends."""
-    campaign, mpirun, mpirun_version, version, host, env, local = ctx
-    env = {**env, **rt.env, **dict(prep.env)}
-    c = p.config
-    name = f"kit-{campaign}-{i}"
+    c, opts = p.config, ctx.opts
+    name = f"kit-{ctx.campaign}-{i}"
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    job_info = None
     before = load.sample()
-    if local:
-        job = trial_job(rt, prep, c, opts, mpirun, name, f"{time.time():.6f}")
-        argv = rt.command(prep, job)
-        outcome = trial.run(argv, env, opts.timeout, name, lambda: rt.cleanup(job))
-    else:
-        job = trial_job(rt, prep, c, opts, mpirun, name, slurm.LAUNCH_ARG)
-        path, output = write_script(rt, prep, job, c, recipe, opts.site, out_dir / "slurm")
-        argv = ["sbatch", str(path)]
-        outcome, job_info = slurm.submit(path, output, env, opts.timeout, name)
-    host_load = load.during(before, load.sample(), outcome.wall_s, own=rt.in_tree and local)
+    job = trial_job(rt, prep, c, opts, ctx.mpirun, name, ctx.launcher.launch_time(time.time()))
+    env = {**ctx.env, **rt.env, **dict(prep.env)}
+    launched = ctx.launcher.run(rt, prep, job, env, opts.timeout, title(ctx, rt, job, c))
+    outcome = launched.outcome
+    own = ctx.launcher.owns_ranks(rt)
+    host_load = load.during(before, load.sample(), outcome.wall_s, own=own)
     ended = status(outcome)
     record = {
         "schema": results.SCHEMA,
-        "campaign": campaign,
+        "campaign": ctx.campaign,
         "index": i,
         "warmup": p.warmup,
         "repeat": p.repeat,
@@ -413,22 +409,22 @@ def _one_trial(
         "runtime_version": version,
         "runtime_settings": [*rt.settings, *prep.settings],
         "runtime_args": job.extra,
-        "launcher": rt.launcher(c.ranks) if local else "slurm",
-        "slurm": job_info,
-        "mpirun": mpirun_version if c.ranks > 1 else None,
+        "launcher": ctx.launcher.label(rt, c.ranks),
+        "slurm": launched.job_info,
+        "mpirun": ctx.mpirun_version if c.ranks > 1 else None,
         "ranks": c.ranks,
         "bench": c.bench,
         "model": c.model,
         "batch_size": c.batch_size,
         "data": c.data,
         "bench_args": opts.bench_args,
-        "image": recipe.name,
-        "recipe_version": recipe.version,
-        "variant": variant,
+        "image": ctx.recipe.name,
+        "recipe_version": ctx.recipe.version,
+        "variant": ctx.variant,
         "image_digest": prep.digest,
         "image_ref": prep.ref,
-        "argv": argv,
-        "host": host,
+        "argv": launched.argv,
+        "host": ctx.host,
         "host_load": host_load,
         "started": started,
         "wall_s": round(outcome.wall_s, 4),
@@ -438,12 +434,12 @@ def _one_trial(
         "output_tail": outcome.output_tail if ended != "ok" else "",
         "stuck": list(outcome.stuck),
     }
-    results.append(out_dir, record)
+    results.append(ctx.out_dir, record)
     return record
 
 
 def trial_job(
-    rt: Runtime, prep, c: Config, opts: Options, mpirun: str, name: str, launch: str
+    rt: Runtime, prep: Prepared, c: Config, opts: Options, mpirun: str, name: str, launch: str
 ) -> Job:
     """The launch of one trial: its program (with the data folder as the runtime sees it)."""
     real = c.data == "real" and opts.data_dir
@@ -451,21 +447,6 @@ def trial_job(
     argv = program(prep.python, prep.bench_dir, c, opts, data, launch)
     binds = (opts.data_dir,) if real else ()
     return Job(argv, c.ranks, mpirun, name, opts.runtime_args.get(rt.arm, []), binds)
-
-
-def write_script(
-    rt: Runtime, prep, job: Job, c: Config, recipe: Recipe, site: slurm.Site, folder: Path
-) -> tuple[Path, Path]:
-    """One trial's sbatch script in folder; its path and its job's output file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path, output = folder / f"{job.name}.sbatch", (folder / f"{job.name}.out").resolve()
-    what = c.bench if c.bench in SWEEPS else f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
-    title = (
-        f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}, {what}, {c.ranks} rank(s)"
-    )
-    text = slurm.script(rt, prep, job, site, recipe.mpi.flavour, output, title)
-    path.write_text(text)
-    return path, output
 
 
 def emit(
@@ -478,15 +459,15 @@ def emit(
 ) -> list[Path]:
     """Write every trial's sbatch script to folder, in plan order, without submitting."""
     mpirun = mpirun_for(recipe, opts.mpirun)
+    writer = launchers.Slurm(opts.site, recipe.mpi.flavour, folder)
+    ctx = Context(recipe, variant, opts, "", mpirun, "", {}, {}, writer, folder)
     by_arm = {rt.arm: rt for rt in runtimes}
     prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
     paths_out = []
     for i, p in enumerate(trials):
-        rt = by_arm[p.runtime]
-        job = trial_job(
-            rt, prepared[rt.arm], p.config, opts, mpirun, f"kit-{i:04d}", slurm.LAUNCH_ARG
-        )
-        path, _ = write_script(rt, prepared[rt.arm], job, p.config, recipe, opts.site, folder)
+        rt, prep = by_arm[p.runtime], prepared[p.runtime]
+        job = trial_job(rt, prep, p.config, opts, mpirun, f"kit-{i:04d}", slurm.LAUNCH_ARG)
+        path, _ = writer.write(rt, prep, job, title(ctx, rt, job, p.config))
         paths_out.append(path)
     return paths_out
 
