@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import results, stats
+from . import benches, results, stats
 from .errors import KitError
 
 REFERENCE = "native"
@@ -47,8 +47,8 @@ class Arm:
 
     runtime: str
     n: int
-    rate: stats.Interval  # images/s, all ranks together
-    rates: list[float]  # each trial's images/s, in trial order
+    rate: stats.Interval  # the benchmark's metric (e.g. images/s), all ranks together
+    rates: list[float]  # each trial's metric, in trial order
     startup: stats.Interval  # seconds from launch to the first finished step
     peak_rss_mb: float  # median over trials of the largest rank's peak RSS
     framework: str
@@ -195,8 +195,8 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
     return Arm(
         runtime=runtime,
         n=len(rs),
-        rate=stats.median_ci([x["images_per_sec"] for x in res], conf),
-        rates=[x["images_per_sec"] for x in res],
+        rate=stats.median_ci(rates(rs), conf),
+        rates=rates(rs),
         startup=stats.median_ci([x["startup_s"] for x in res], conf),
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
         framework=_mode([x["framework_version"] for x in res]),
@@ -208,16 +208,14 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
 
 
 def rates(rs: list[dict]) -> list[float]:
-    return [r["result"]["images_per_sec"] for r in rs]
+    """Each trial's figure on its benchmark's declared metric."""
+    return [r["result"][benches.metric(r["bench"]).key] for r in rs]
 
 
 def _by_round(rs: list[dict]) -> dict[tuple, float]:
-    """Rate per (campaign, round): the pairing key of a round-interleaved campaign."""
-    return {
-        (r["campaign"], r["repeat"]): r["result"]["images_per_sec"]
-        for r in rs
-        if isinstance(r.get("repeat"), int)
-    }
+    """The metric per (campaign, round): the pairing key of a round-interleaved campaign."""
+    paired = [r for r in rs if isinstance(r.get("repeat"), int)]
+    return {(r["campaign"], r["repeat"]): x for r, x in zip(paired, rates(paired), strict=True)}
 
 
 def _same_software(arm: Arm, ref: Arm) -> bool:
@@ -253,7 +251,8 @@ def _compare(
     if arm.ratio.short:
         arm.verdict = f"too few trials (need {stats.min_n(each)})"
     else:
-        arm.verdict = stats.verdict(arm.ratio)
+        better = benches.metric(rs[0]["bench"]).higher_is_better
+        arm.verdict = stats.verdict(arm.ratio, higher_is_faster=better)
     if not _same_software(arm, ref):
         arm.verdict += " (MISMATCHED SOFTWARE)"
     if target is not None:
@@ -355,7 +354,7 @@ def summarise(
     grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         launcher = "slurm" if r.get("launcher") == "slurm" else "local"
-        if r["bench"] in results.RESULT_SWEEP:
+        if benches.is_sweep(r["bench"]):
             into = sweeps if r["bench"] == "mpi" else grpc
             into[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
             continue

@@ -8,7 +8,6 @@ exactly the trials that have not finished.
 """
 
 import dataclasses
-import importlib.util
 import json
 import os
 import platform
@@ -22,23 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import analysis, launchers, load, paths, results, slurm, stats, trial
+from . import analysis, benches, launchers, load, results, slurm, stats, trial
 from .errors import KitError
 from .recipes import Recipe
 from .runtimes import Job, Prepared, Runtime
 from .runtimes.base import user_env
 
-# benchmark name -> (script in benchmarks/, fixed arguments)
-BENCHES = {
-    "torch-cnn": ("torch_cnn.py", []),
-    "torch-hvd": ("torch_cnn.py", ["--dist", "horovod"]),
-    "tf-cnn": ("tf_cnn.py", []),
-    "tf-ps": ("tf_ps.py", []),
-    "caffe2-cnn": ("caffe2_cnn.py", []),
-    "mpi": ("mpi_bench.py", []),
-    "grpc": ("grpc_bench.py", []),
-}
-SWEEPS = tuple(results.RESULT_SWEEP)  # no model, batch size or data: one sweep per trial
 SPEC_FILE = results.SPEC_FILE
 FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
@@ -53,27 +41,13 @@ class Config:
     data: str = "synthetic"
 
 
-def models_of(bench: str) -> list[str]:
-    """The models a benchmark accepts, read from its own MODELS (the modules import only
-    the standard library at load time), so the plan is checked before anything runs."""
-    script = paths.repo_root() / "benchmarks" / BENCHES[bench][0]
-    spec = importlib.util.spec_from_file_location(f"kit_bench_{script.stem}", script)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(script.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(script.parent))
-    return list(getattr(module, "MODELS", {}))
-
-
 def configs(
-    benches: list[str], models: list[str], batch_sizes: list[int], ranks: list[int], data: list[str]
+    names: list[str], models: list[str], batch_sizes: list[int], ranks: list[int], data: list[str]
 ) -> list[Config]:
     """The product of the campaign's dimensions; a sweep benchmark takes ranks only."""
     out = []
-    for b in benches:
-        if b in SWEEPS:
+    for b in names:
+        if benches.is_sweep(b):
             out += [Config(b, "-", 0, n) for n in ranks]
         else:
             out += [
@@ -111,9 +85,9 @@ def program(
 ) -> list[str]:
     """The benchmark's argv for one trial (data_dir: the data folder as the runtime sees it;
     launch: the start time, or the Slurm script's variable holding it)."""
-    script, fixed = BENCHES[c.bench]
-    argv = [prep_python, f"{bench_dir}/{script}", *fixed]
-    if c.bench not in SWEEPS:
+    spec = benches.get(c.bench)
+    argv = [prep_python, f"{bench_dir}/{spec.script}", *spec.fixed]
+    if not spec.sweep:
         argv += ["--model", c.model, "--batch-size", str(c.batch_size)]
         argv += ["--steps", str(opts.steps), "--warmup", str(opts.warmup_steps)]
         if c.data == "real":
@@ -378,7 +352,9 @@ class Context:
 
 
 def title(ctx: Context, rt: Runtime, job: Job, c: Config) -> str:
-    what = c.bench if c.bench in SWEEPS else f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
+    what = c.bench
+    if not benches.is_sweep(c.bench):
+        what = f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
     return (
         f"kit trial {job.name}: {rt.arm}, {ctx.recipe.name} {ctx.recipe.version}, {what}, "
         f"{c.ranks} rank(s)"
@@ -476,18 +452,19 @@ def _figure(record: dict) -> str:
     r = record["result"]
     if record["status"] != "ok" or not r:
         return record["status"].upper()
-    if record["bench"] in SWEEPS:
+    if benches.is_sweep(record["bench"]):
         first = (r.get("allreduce") or r["p2p"])[0]
         what = "allreduce" if r.get("allreduce") else "p2p"
         return f"{what} {first['latency_us']:.1f} us at {first['bytes']} B"
-    return f"{r['images_per_sec']:.1f} images/s"
+    m = benches.metric(record["bench"])
+    return f"{r[m.key]:.1f} {m.unit}"
 
 
 def _progress(done: int, total: int | None, record: dict, elapsed: float, r: int) -> None:
     tag = " (warm-up)" if record["warmup"] else ""
     what = (
         record["bench"]
-        if record["bench"] in SWEEPS
+        if benches.is_sweep(record["bench"])
         else (f"{record['model']} bs={record['batch_size']} {record['data']}")
     )
     if total:

@@ -227,7 +227,7 @@ def _run_preset(a: argparse.Namespace) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, paths, recipes, runtimes, slurm, units
+    from . import benches, campaign, paths, recipes, runtimes, slurm, units
 
     if a.preset is not None:
         _run_preset(a)
@@ -243,17 +243,17 @@ def cmd_run(a: argparse.Namespace) -> None:
         )
     chosen = runtimes.parse(a.runtime)
     _checked_numbers(a)
-    benches = _names("--bench", a.bench) if a.bench else [r.benchmarks[0]]
+    wanted = _names("--bench", a.bench) if a.bench else [r.benchmarks[0]]
     models = _names("--model", a.model)
     data = _names("--data", a.data)
-    for b in benches:
+    for b in wanted:
         if b not in r.benchmarks:
             raise KitError(
                 f"--bench '{b}': image '{r.name}' has {', '.join(r.benchmarks)}; pick one of those"
             )
-        if b in campaign.SWEEPS:
+        if benches.is_sweep(b):
             continue
-        known = campaign.models_of(b)
+        known = benches.get(b).models
         for m in models:
             if m not in known:
                 raise KitError(
@@ -283,7 +283,7 @@ def cmd_run(a: argparse.Namespace) -> None:
     elif a.budget is not None:
         raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
     runtime_args = _runtime_args(a.runtime_arg, chosen)
-    configs = campaign.configs(benches, models, _ints("--batch-size", a.batch_size), ranks, data)
+    configs = campaign.configs(wanted, models, _ints("--batch-size", a.batch_size), ranks, data)
     design = campaign.Design(
         [rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed, target
     )

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from . import benches
 from .analysis import REFERENCE, Analysis, Arm, Group, MpiSweep
 
 Plot = Callable[[object], None]  # draws on a matplotlib Axes
@@ -98,7 +99,7 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             f"rate-{slug}",
             f"Throughput vs batch size: {name}",
-            _svg(f"rate-{slug}", name, "batch size per rank", "images/s", rate),
+            _svg(f"rate-{slug}", name, "batch size per rank", benches.metric(bench).unit, rate),
         )
         yield Figure(
             f"mem-{slug}",
@@ -131,7 +132,8 @@ def _scaling(a: Analysis) -> Iterator[Figure]:
 
         slug = f"scaling-{image}-{bench}-{model}-{data}-bs{bs}"
         name = f"{image} {bench} {model} {data}, batch {bs} per rank"
-        yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", "images/s", draw))
+        unit = benches.metric(bench).unit
+        yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", unit, draw))
 
 
 def _overhead(a: Analysis) -> Iterator[Figure]:
@@ -162,7 +164,7 @@ def _overhead(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             slug,
             f"Throughput relative to {a.baseline}, {a.confidence:.0%} intervals: {name}",
-            _svg(slug, name, f"images/s relative to {a.baseline}", "", draw),
+            _svg(slug, name, f"{benches.metric(bench).unit} relative to {a.baseline}", "", draw),
         )
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import analysis, plots, presets, stats
+from . import analysis, benches, plots, presets, stats
 from .analysis import Analysis, Arm, Group, Key
 
 FORMATS = ("md", "csv", "json", "html")
@@ -57,14 +57,15 @@ def _title(k: Key) -> str:
     )
 
 
-def _columns(a: Analysis) -> list[str]:
-    return [*COLUMNS[:3], f"vs {a.baseline} [CI]", *COLUMNS[3:]]
+def _columns(a: Analysis, g: Group) -> list[str]:
+    """The arms table's heading, in the group's metric (images/s for the CNN benchmarks)."""
+    unit = benches.metric(g.key.bench).unit
+    return [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
 
 
 COLUMNS = [
     "runtime",
     "n",
-    "images/s median [CI]",
     "± (precision)",
     "pairing",
     "detectable",
@@ -361,7 +362,7 @@ def markdown(a: Analysis) -> str:
         lines += [
             f"## {_title(g.key)}",
             "",
-            *_md_table(_columns(a), [_row(x, a.baseline) for x in g.arms]),
+            *_md_table(_columns(a, g), [_row(x, a.baseline) for x in g.arms]),
             "",
         ]
         if g.pairs:
@@ -393,9 +394,10 @@ def _csv(a: Analysis) -> str:
             "runtime",
             "against",
             "n",
-            "images_per_sec",
-            "images_per_sec_low",
-            "images_per_sec_high",
+            "metric",
+            "median",
+            "median_low",
+            "median_high",
             "ratio",
             "ratio_low",
             "ratio_high",
@@ -428,6 +430,7 @@ def _csv(a: Analysis) -> str:
                     x.runtime,
                     x.against,
                     x.n,
+                    benches.metric(k.bench).key,
                     f"{x.rate.value:.4g}",
                     f"{x.rate.low:.4g}",
                     f"{x.rate.high:.4g}",
@@ -479,7 +482,7 @@ def _html(a: Analysis) -> str:
     for g in a.groups:
         parts += [
             f"<h2>{html.escape(_title(g.key))}</h2>",
-            _html_table(_columns(a), [_row(x, a.baseline) for x in g.arms]),
+            _html_table(_columns(a, g), [_row(x, a.baseline) for x in g.arms]),
             f"<p>{html.escape(PAIRS)}</p>"
             + _html_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs])
             if g.pairs

@@ -13,13 +13,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import benches
 from .errors import KitError
 
 FILE = "trials.jsonl"
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 SCHEMA = "kit.trial/1"
 
-Number = (int, float)
 # What every trial record must hold for --resume and the analysis to use it.
 RECORD = {
     "schema": str,
@@ -36,17 +36,6 @@ RECORD = {
     "batch_size": int,
     "ranks": int,
     "host": dict,
-}
-# What a finished ("ok") trial's benchmark record must hold, by kind of benchmark.
-RESULT_TRAIN = {
-    "images_per_sec": Number,
-    "startup_s": Number,
-    "framework_version": str,
-    "mpi_library": str,
-}
-RESULT_SWEEP = {  # by benchmark; any other is a training benchmark
-    "mpi": {"p2p": list, "allreduce": list, "mpi_library": str},
-    "grpc": {"p2p": list, "ps": list, "servers": int, "framework_version": str},
 }
 
 
@@ -76,8 +65,8 @@ def shape_problem(record: object) -> str | None:
     result = record.get("result")
     if not isinstance(result, dict):
         return "an ok trial without its benchmark record"
-    fields = RESULT_SWEEP.get(record["bench"], RESULT_TRAIN)
-    for name, want in fields.items():
+    spec = benches.BENCHES.get(record["bench"])
+    for name, want in spec.result if spec else benches.TRAINING_RESULT:
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"
     return None

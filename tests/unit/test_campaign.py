@@ -1,10 +1,12 @@
 """Campaign bookkeeping: the plan, and what --resume runs again."""
 
+import importlib.util
 import json
+import sys
 
 import pytest
 
-from kit import campaign, results
+from kit import analysis, benches, campaign, paths, results
 from kit.errors import KitError
 
 from .records import record
@@ -88,9 +90,36 @@ def test_out_of_memory_is_a_result_whoever_reports_it():
     assert "oom" in campaign.FINISHED
 
 
-def test_models_are_read_from_the_benchmarks_themselves():
-    assert campaign.models_of("torch-cnn") == [
-        "tiny", "alexnet", "resnet50", "resnet101", "resnet152", "inception3",
+def test_declared_models_are_the_benchmarks_own():
+    """The plan is checked against each spec; the scripts build exactly those models."""
+    for spec in benches.BENCHES.values():
+        script = paths.repo_root() / "benchmarks" / spec.script
+        loader = importlib.util.spec_from_file_location(f"kit_bench_{script.stem}", script)
+        module = importlib.util.module_from_spec(loader)
+        sys.path.insert(0, str(script.parent))
+        try:
+            loader.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(script.parent))
+        assert spec.models == tuple(getattr(module, "MODELS", {})), spec.name
+
+
+def test_a_lower_is_better_metric_needs_only_its_spec(monkeypatch):
+    """A latency benchmark: compared on its own metric, a higher figure is slower."""
+    spec = benches.Bench(
+        "lat",
+        "lat.py",
+        "training",
+        (("latency_ms", float),),
+        benches.Metric("latency_ms", "ms", False),
+    )
+    monkeypatch.setitem(benches.BENCHES, "lat", spec)
+    recs = [
+        record(rt, 0, bench="lat", repeat=i, index=2 * i + k, campaign="c",
+               result={"latency_ms": ms * (1 + 0.01 * (i % 3)), "startup_s": 1.0,
+                       "framework_version": "1", "mpi_library": "m"})
+        for i in range(8) for k, (rt, ms) in enumerate((("native", 10.0), ("docker", 12.0)))
     ]  # fmt: skip
-    assert "inception3" not in campaign.models_of("caffe2-cnn")
-    assert campaign.models_of("tf-cnn") == campaign.models_of("torch-hvd")
+    assert all(results.shape_problem(r) is None for r in recs)
+    arm = next(a for g in analysis.summarise(recs, "").groups for a in g.arms if a.ratio)
+    assert arm.ratio.value == pytest.approx(1.2, rel=0.02) and arm.verdict == "slower"

@@ -310,7 +310,7 @@ def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · cuda\n" in text
     assert "· 2 rank(s) · --precision bf16\n" in text
     rows = list(csv.DictReader(io.StringIO(report.render(a, "csv"))))
-    assert [(r["variant"], r["launcher"], r["images_per_sec"]) for r in rows] == [
+    assert [(r["variant"], r["launcher"], r["median"]) for r in rows] == [
         ("cpu", "local", "12.5"),
         ("cpu", "local", "22.5"),
         ("cuda", "local", "502.5"),
