@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import benches, results, stats
+from . import benches, record, results, stats
 from .errors import KitError
 
 REFERENCE = "native"
@@ -30,6 +30,9 @@ OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
 
 @dataclass(frozen=True)
 class Key:
+    """What trials must share to be compared: kit.record's key fields (a test holds them
+    together)."""
+
     image: str
     bench: str
     model: str
@@ -39,6 +42,12 @@ class Key:
     launcher: str = "local"  # or "slurm": each trial a batch job
     variant: str = "cpu"  # cpu and cuda builds of a recipe are different software
     bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
+    steps: int | None = None  # timed steps asked for (None: a kit.trial/1 record)
+    warmup_steps: int | None = None
+
+    def order(self) -> tuple:
+        """The report's order of groups (unknown step counts first)."""
+        return tuple((v is not None, v if v is not None else 0) for v in vars(self).values())
 
 
 @dataclass
@@ -358,13 +367,7 @@ def summarise(
             into = sweeps if r["bench"] == "mpi" else grpc
             into[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
             continue
-        data = r.get("data") or r["result"].get("data", "synthetic")
-        key = Key(
-            *(r["image"], r["bench"], r["model"], r["batch_size"], r["ranks"], data, launcher),
-            r.get("variant") or "cpu",
-            " ".join(r.get("bench_args") or []),
-        )
-        by_key[key][r["runtime"]].append(r)
+        by_key[Key(**record.key_values(r))][r["runtime"]].append(r)
 
     ref = REFERENCE if baseline == ALL_PAIRS else baseline
     arms_seen = {rt for by_rt in by_key.values() for rt in by_rt}
@@ -374,7 +377,7 @@ def summarise(
             f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
         )
     groups = []
-    for key, by_rt in sorted(by_key.items(), key=lambda kv: tuple(vars(kv[0]).values())):
+    for key, by_rt in sorted(by_key.items(), key=lambda kv: kv[0].order()):
         order = sorted(by_rt, key=lambda n: (n != ref, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
         groups.append(Group(key, arms, variance(by_rt)))
@@ -408,7 +411,7 @@ def summarise(
             if rt in one:
                 ideal = [x * key.ranks for x in rates(one[rt])]
                 scaling.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, confidence)))
-    scaling.sort(key=lambda s: (*vars(s.key).values(), s.runtime))
+    scaling.sort(key=lambda s: (*s.key.order(), s.runtime))
 
     io = []
     for key, by_rt in by_key.items():
@@ -422,7 +425,7 @@ def summarise(
                     1 - ratio.value, 1 - ratio.high, 1 - ratio.low, ratio.coverage
                 )
                 io.append(IoOverhead(key, rt, flipped))
-    io.sort(key=lambda x: (*vars(x.key).values(), x.runtime))
+    io.sort(key=lambda x: (*x.key.order(), x.runtime))
 
     oom: dict[tuple, int] = Counter(
         tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"

@@ -24,6 +24,8 @@ from pathlib import Path
 from . import analysis, benches, launchers, load, results, slurm, stats, trial
 from .errors import KitError
 from .recipes import Recipe
+from .record import SCHEMA as TRIAL_SCHEMA
+from .record import Trial
 from .runtimes import Job, Prepared, Runtime
 from .runtimes.base import user_env
 
@@ -374,44 +376,46 @@ def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Plann
     own = ctx.launcher.owns_ranks(rt)
     host_load = load.during(before, load.sample(), outcome.wall_s, own=own)
     ended = status(outcome)
-    record = {
-        "schema": results.SCHEMA,
-        "campaign": ctx.campaign,
-        "index": i,
-        "warmup": p.warmup,
-        "repeat": p.repeat,
-        "runtime": rt.arm,
-        "runtime_kind": rt.name,
-        "runtime_version": version,
-        "runtime_settings": [*rt.settings, *prep.settings],
-        "runtime_args": job.extra,
-        "launcher": ctx.launcher.label(rt, c.ranks),
-        "slurm": launched.job_info,
-        "mpirun": ctx.mpirun_version if c.ranks > 1 else None,
-        "ranks": c.ranks,
-        "bench": c.bench,
-        "model": c.model,
-        "batch_size": c.batch_size,
-        "data": c.data,
-        "bench_args": opts.bench_args,
-        "image": ctx.recipe.name,
-        "recipe_version": ctx.recipe.version,
-        "variant": ctx.variant,
-        "image_digest": prep.digest,
-        "image_ref": prep.ref,
-        "argv": launched.argv,
-        "host": ctx.host,
-        "host_load": host_load,
-        "started": started,
-        "wall_s": round(outcome.wall_s, 4),
-        "status": ended,
-        "exit_code": outcome.exit_code,
-        "result": outcome.result,
-        "output_tail": outcome.output_tail if ended != "ok" else "",
-        "stuck": list(outcome.stuck),
-    }
-    results.append(ctx.out_dir, record)
-    return record
+    filed = Trial(
+        schema=TRIAL_SCHEMA,
+        campaign=ctx.campaign,
+        index=i,
+        warmup=p.warmup,
+        repeat=p.repeat,
+        image=ctx.recipe.name,
+        variant=ctx.variant,
+        bench=c.bench,
+        model=c.model,
+        batch_size=c.batch_size,
+        ranks=c.ranks,
+        data=c.data,
+        bench_args=opts.bench_args,
+        steps=opts.steps,
+        warmup_steps=opts.warmup_steps,
+        launcher=ctx.launcher.label(rt, c.ranks),
+        runtime=rt.arm,
+        runtime_kind=rt.name,
+        runtime_version=version,
+        runtime_settings=[*rt.settings, *prep.settings],
+        runtime_args=job.extra,
+        recipe_version=ctx.recipe.version,
+        image_digest=prep.digest,
+        image_ref=prep.ref,
+        mpirun=ctx.mpirun_version if c.ranks > 1 else None,
+        slurm=launched.job_info,
+        argv=launched.argv,
+        host=ctx.host,
+        host_load=host_load,
+        started=started,
+        wall_s=round(outcome.wall_s, 4),
+        status=ended,
+        exit_code=outcome.exit_code,
+        result=outcome.result,
+        output_tail=outcome.output_tail if ended != "ok" else "",
+        stuck=list(outcome.stuck),
+    ).to_json()
+    results.append(ctx.out_dir, filed)
+    return filed
 
 
 def trial_job(

@@ -54,6 +54,7 @@ def _title(k: Key) -> str:
         + ("" if k.launcher == "local" else f" · via {k.launcher}")
         + ("" if k.variant == "cpu" else f" · {k.variant}")
         + (f" · {k.bench_args}" if k.bench_args else "")
+        + ("" if k.steps is None else f" · {k.steps} steps after {k.warmup_steps}")
     )
 
 
@@ -391,6 +392,8 @@ def _csv(a: Analysis) -> str:
             "launcher",
             "variant",
             "bench_args",
+            "steps",
+            "warmup_steps",
             "runtime",
             "against",
             "n",
@@ -427,6 +430,8 @@ def _csv(a: Analysis) -> str:
                     k.launcher,
                     k.variant,
                     k.bench_args,
+                    "" if k.steps is None else k.steps,
+                    "" if k.warmup_steps is None else k.warmup_steps,
                     x.runtime,
                     x.against,
                     x.n,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from . import benches
 from .errors import KitError
+from .record import READABLE
 
 FILE = "trials.jsonl"
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
-SCHEMA = "kit.trial/1"
 
 # What every trial record must hold for --resume and the analysis to use it.
 RECORD = {
@@ -58,8 +58,8 @@ def shape_problem(record: object) -> str | None:
     for name, want in RECORD.items():
         if not _kind(record.get(name), want):
             return f"field '{name}' is missing or not a {getattr(want, '__name__', 'number')}"
-    if record["schema"] != SCHEMA:
-        return f"schema {record['schema']!r} is not {SCHEMA}"
+    if record["schema"] not in READABLE:
+        return f"schema {record['schema']!r} is not one of {', '.join(READABLE)}"
     if record["status"] != "ok":
         return None
     result = record.get("result")

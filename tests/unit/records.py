@@ -2,10 +2,10 @@
 
 import copy
 
-from kit import results
+from kit import record as trial_record
 
 BASE = {
-    "schema": results.SCHEMA,
+    "schema": trial_record.SCHEMA,
     "campaign": "c0",
     "warmup": False,
     "status": "ok",

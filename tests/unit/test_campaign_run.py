@@ -94,6 +94,7 @@ def test_every_round_in_its_seeded_order_each_trial_recorded(tmp_path):
     assert first["runtime_settings"] == ["prepared"] and first["launcher"] == "mpirun"
     assert first["argv"] == ["fake", "kit-c1-0"] and first["mpirun"] == "fake MPI"
     assert first["image_digest"] == "sha256:f" and first["runtime_version"] == "fake 1"
+    assert (first["schema"], first["steps"], first["warmup_steps"]) == ("kit.trial/2", 3, 5)
 
 
 def test_resume_starts_only_the_trials_not_finished(tmp_path):
