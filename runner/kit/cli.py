@@ -1,10 +1,7 @@
 """The `kit` command line: one subcommand per pipeline stage."""
 
 import argparse
-import dataclasses
 import json
-import math
-import os
 import signal
 import sys
 from datetime import datetime
@@ -123,65 +120,8 @@ def cmd_pull(a: argparse.Namespace) -> None:
     pull.pull(recipes.load(a.image), a.variant, a.ref)
 
 
-def _ints(flag: str, spec: str) -> list[int]:
-    try:
-        values = [int(v) for v in spec.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise KitError(f"{flag} '{spec}' must be comma-separated positive integers, e.g. 1,2")
-    return values
-
-
-def _names(flag: str, spec: str) -> list[str]:
-    values = [v.strip() for v in spec.split(",") if v.strip()]
-    if not values:
-        raise KitError(f"{flag} '{spec}' names nothing; give a comma-separated list")
-    return list(dict.fromkeys(values))
-
-
-def _runtime_args(specs: list[str], chosen: list) -> dict[str, list[str]]:
-    from . import runtimes
-
-    arms = [rt.arm for rt in chosen]
-    out: dict[str, list[str]] = {}
-    for spec in specs:
-        name, sep, arg = spec.partition(":")
-        if not sep or not arg:
-            raise KitError(f"--runtime-arg '{spec}' must be RUNTIME:ARG, e.g. docker:--cpus=1.5")
-        arm = runtimes.get(name).arm
-        if arm not in arms:
-            raise KitError(
-                f"--runtime-arg '{spec}' names '{arm}', not in --runtime {','.join(arms)}"
-            )
-        out.setdefault(arm, []).append(arg)
-    return out
-
-
 def _interrupt(_sig: int, _frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _checked_numbers(a: argparse.Namespace) -> None:
-    """Every numeric option of kit run in range, before anything runs (--dry-run too)."""
-    for flag, value, low in (
-        ("--repeats", a.repeats, 1),
-        ("--warmup-trials", a.warmup_trials, 0),
-        ("--steps", a.steps, 1),
-        ("--warmup-steps", a.warmup_steps, 0),
-    ):
-        if value < low:
-            raise KitError(f"{flag} {value} must be at least {low}")
-    if not 0 < a.timeout < math.inf:
-        raise KitError(f"--timeout {a.timeout} must be a positive number of seconds, e.g. 600")
-    if not 0 <= a.min_time < math.inf:
-        raise KitError(f"--min-time {a.min_time} must be 0 (off) or a number of seconds")
-    _check_confidence(a.confidence)
-
-
-def _check_confidence(value: float) -> None:
-    if not 0.5 <= value < 1:
-        raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
 
 
 def cmd_presets(a: argparse.Namespace) -> None:
@@ -227,7 +167,7 @@ def _run_preset(a: argparse.Namespace) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import benches, campaign, paths, recipes, runtimes, slurm, units
+    from . import campaign, request
 
     if a.preset is not None:
         _run_preset(a)
@@ -236,87 +176,22 @@ def cmd_run(a: argparse.Namespace) -> None:
         raise KitError("kit run needs an IMAGE (see kit list) or --preset NAME (see kit presets)")
     if a.full:
         raise KitError("--full goes with --preset NAME (the study's own sizes)")
-    r = recipes.load(a.image)
-    if a.variant not in r.variants:
-        raise KitError(
-            f"--variant '{a.variant}': image '{r.name}' has {', '.join(r.variants)}; pick one"
-        )
-    chosen = runtimes.parse(a.runtime)
-    _checked_numbers(a)
-    wanted = _names("--bench", a.bench) if a.bench else [r.benchmarks[0]]
-    models = _names("--model", a.model)
-    data = _names("--data", a.data)
-    for b in wanted:
-        if b not in r.benchmarks:
-            raise KitError(
-                f"--bench '{b}': image '{r.name}' has {', '.join(r.benchmarks)}; pick one of those"
-            )
-        if benches.is_sweep(b):
-            continue
-        known = benches.get(b).models
-        for m in models:
-            if m not in known:
-                raise KitError(
-                    f"--model '{m}' is not a model of {b}; choose from {', '.join(known)}"
-                )
-    for d in data:
-        if d not in ("synthetic", "real"):
-            raise KitError(f"--data '{d}' must be synthetic, real or both (synthetic,real)")
-    if a.launcher not in ("local", "slurm"):
-        raise KitError(f"--launcher '{a.launcher}' must be local (mpirun) or slurm")
-    if (a.emit or a.slurm_config) and a.launcher != "slurm":
-        raise KitError("--emit and --slurm-config go with --launcher slurm")
-    site = slurm.load_site(a.slurm_config) if a.launcher == "slurm" else None
-    ranks = _ints("--np", a.np)
-    cores = os.cpu_count() or 1
-    if a.launcher == "local" and max(ranks) > cores:
-        raise KitError(
-            f"--np {max(ranks)} is more ranks than this host's {cores} cores; "
-            "use at most that many locally, or --launcher slurm for more nodes"
-        )
-    target = None
-    if a.precision is not None:
-        if "native" not in [rt.arm for rt in chosen]:
-            raise KitError("--precision compares every arm with native: add native to --runtime")
-        budget = units.duration("--budget", a.budget or "30m")
-        target = campaign.Target(units.percent("--precision", a.precision), budget, a.confidence)
-    elif a.budget is not None:
-        raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
-    runtime_args = _runtime_args(a.runtime_arg, chosen)
-    configs = campaign.configs(wanted, models, _ints("--batch-size", a.batch_size), ranks, data)
-    design = campaign.Design(
-        [rt.arm for rt in chosen], configs, a.repeats, a.warmup_trials, a.seed, target
-    )
-    trials = campaign.plan(design.runtimes, configs, a.repeats, a.warmup_trials, a.seed)
+    c = request.check(request.RunRequest.of(a), plan_only=a.dry_run)
     if a.dry_run:
-        for i, t in enumerate(trials):
-            c = t.config
+        for i, t in enumerate(c.trials):
+            x = t.config
             print(
-                f"{i:4d} {t.runtime:<12} {c.bench} {c.model} bs={c.batch_size} {c.data} "
-                f"np={c.ranks}{' warm-up' if t.warmup else ''}"
+                f"{i:4d} {t.runtime:<12} {x.bench} {x.model} bs={x.batch_size} {x.data} "
+                f"np={x.ranks}{' warm-up' if t.warmup else ''}"
             )
-        if target:
+        if target := c.design.target:
             print(
                 f"then a round at a time until every comparison is within "
                 f"±{target.precision:.1%} or {target.budget_s / 60:.0f} min are spent"
             )
         return
-    if a.resume and a.out is None:
-        raise KitError("--resume needs --out DIR, the campaign to continue")
-    out = a.out or Path("results") / f"{r.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    data_dir = None
-    if "real" in data:
-        data_dir = str((a.data_dir or paths.cache_dir() / "datasets").resolve())
-        try:
-            Path(data_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise KitError(f"--data-dir '{data_dir}' cannot be made: {e.strerror}") from None
-    bench_args = [*a.bench_arg, *(["--min-time", f"{a.min_time:g}"] if a.min_time else [])]
-    opts = campaign.Options(
-        a.steps, a.warmup_steps, a.timeout, a.mpirun, runtime_args, bench_args, data_dir, site
-    )
     if a.emit:
-        scripts = campaign.emit(r, a.variant, chosen, trials, a.emit, opts)
+        scripts = campaign.emit(c.recipe, c.variant, c.runtimes, c.trials, a.emit, c.opts)
         print(
             f"wrote {len(scripts)} sbatch scripts to {a.emit}; submit each with sbatch",
             file=sys.stderr,
@@ -324,39 +199,19 @@ def cmd_run(a: argparse.Namespace) -> None:
         for path in scripts:
             print(path)
         return
-    spec = {
-        "image": r.name,
-        "recipe_version": r.version,
-        "variant": a.variant,
-        "runtimes": design.runtimes,
-        "configs": [dataclasses.asdict(c) for c in configs],
-        "repeats": a.repeats,
-        "warmup_trials": a.warmup_trials,
-        "seed": a.seed,
-        "steps": a.steps,
-        "warmup_steps": a.warmup_steps,
-        "min_time": a.min_time,
-        "precision": target.precision if target else None,
-        "budget_s": target.budget_s if target else None,
-        "confidence": a.confidence,
-        "runtime_args": opts.runtime_args,
-        "bench_args": opts.bench_args,
-        "data_dir": data_dir,
-        "launcher": a.launcher,
-        "slurm": dataclasses.asdict(site) if site else None,
-    }
+    out = a.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
     signal.signal(signal.SIGTERM, _interrupt)
-    campaign_id, done = campaign.start(out, spec, a.resume)
-    campaign.execute(r, a.variant, chosen, design, out, opts, campaign_id, done)
+    campaign_id, done = campaign.start(out, c.spec, a.resume)
+    campaign.execute(c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done)
     print(out)
 
 
 def cmd_report(a: argparse.Namespace) -> None:
-    from . import report
+    from . import report, request
 
     if a.format not in report.FORMATS:
         raise KitError(f"--format '{a.format}' is not one of {', '.join(report.FORMATS)}")
-    _check_confidence(a.confidence)
+    request.check_confidence(a.confidence)
     for d in a.dir:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
@@ -378,7 +233,7 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import runtimes
+    from . import benches, runtimes
 
     p = argparse.ArgumentParser(
         prog="kit",
@@ -487,8 +342,8 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--bench",
-        help="comma-separated entry points from the image's list (`kit list`): torch-cnn, "
-        "torch-hvd, tf-cnn, caffe2-cnn, mpi (default: the image's first)",
+        help="comma-separated entry points from the image's list (`kit list`), of "
+        f"{', '.join(benches.BENCHES)} (default: the image's first)",
     )
     s.add_argument(
         "--model",
