@@ -233,7 +233,7 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import benches, runtimes
+    from . import benches, runtimes, slurm
 
     p = argparse.ArgumentParser(
         prog="kit",
@@ -432,7 +432,9 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="site settings for Slurm jobs: a TOML [slurm] table (partition, account, time, "
-        "tasks_per_node, options, setup, mpi, allow_docker, shifter = nersc|cscs)",
+        "tasks_per_node, options, setup, mpi; and the runtimes' own: "
+        + "; ".join(f"{k}: {o.help}" for k, o in slurm.RUNTIME_OPTIONS.items())
+        + ")",
     )
     s.add_argument(
         "--emit",

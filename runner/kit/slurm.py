@@ -18,13 +18,12 @@ from pathlib import Path
 
 from . import schema, trial
 from .errors import KitError
-from .runtimes import Job, Prepared, Runtime
+from .runtimes import RUNTIMES, Job, Prepared, Runtime
 
 # The benchmark's --launch-time is the job's start, not the submission (queue time
 # is not start-up): the script sets it and the argv refers to it.
 LAUNCH_VAR = "KIT_LAUNCH_TIME"
 LAUNCH_ARG = "${" + LAUNCH_VAR + "}"
-SHIFTER_FORMS = ("nersc", "cscs")
 
 
 @dataclass(frozen=True)
@@ -38,8 +37,15 @@ class Site:
     options: tuple[str, ...] = ()  # more #SBATCH options, e.g. "--constraint=gpu"
     setup: tuple[str, ...] = ()  # shell lines before the step, e.g. "module load cray-mpich"
     mpi: str = ""  # srun's --mpi plugin (default by flavour) or "mpirun"
-    allow_docker: bool = False  # only sites whose compute nodes run a Docker engine
-    shifter: str = "nersc"  # nersc: #SBATCH --image + `shifter`; cscs: `shifter run --mpi`
+    runtime_options: tuple[tuple[str, object], ...] = ()  # keys runtimes declare, as set
+
+    def option(self, name: str) -> object:
+        """A runtime's site option: as the file sets it, else the runtime's default."""
+        return dict(self.runtime_options).get(name, RUNTIME_OPTIONS[name].default)
+
+
+# Site keys declared by the runtimes that read them (docker's allow_docker, ...).
+RUNTIME_OPTIONS = {k: v for cls in RUNTIMES.values() for k, v in cls.site_options.items()}
 
 
 SITE_FIELDS = {
@@ -50,8 +56,7 @@ SITE_FIELDS = {
     "options": schema.Field(list, re.compile(r"-[^\x00-\x1f\x7f]{1,200}")),
     "setup": schema.Field(list, schema.TEXT),
     "mpi": schema.Field(str, re.compile(r"[a-z0-9_]{1,20}")),
-    "allow_docker": schema.Field(bool),
-    "shifter": schema.Field(str, re.compile("|".join(SHIFTER_FORMS))),
+    **{k: v.field for k, v in RUNTIME_OPTIONS.items()},
 }
 
 
@@ -73,7 +78,9 @@ def load_site(path: Path | None) -> Site:
     table = schema.check_table(where, "slurm", data.get("slurm", {}), SITE_FIELDS)
     if table.get("tasks_per_node", 0) < 0:
         raise KitError(f"{where}: [slurm] tasks_per_node must be 0 (all on one node) or more")
-    return Site(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
+    own = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+    declared = tuple((k, own.pop(k)) for k in RUNTIME_OPTIONS if k in own)
+    return Site(**own, runtime_options=declared)
 
 
 def launch(flavour: str, site: Site) -> str:

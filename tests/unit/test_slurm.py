@@ -73,8 +73,9 @@ def test_shifter_nersc_form():
 
 def test_shifter_cscs_form():
     """CSCS: an image loaded with `shifter load`, run with the site's MPI swapped in."""
-    site = slurm.Site(shifter="cscs", partition="normal", options=("--constraint=gpu",),
-                      setup=("module load daint-gpu", "module load shifter-ng"))  # fmt: skip
+    site = slurm.Site(partition="normal", options=("--constraint=gpu",),
+                      setup=("module load daint-gpu", "module load shifter-ng"),
+                      runtime_options=(("shifter", "cscs"),))  # fmt: skip
     job = Job(PROG, 2, "mpirun.mpich", "kit-c-1", [], ("/scratch/data",))
     assert script("shifter", "kit/pytorch-mpich:1.2.0-cpu", site, job=job) == (
         HEAD
@@ -99,17 +100,25 @@ def test_open_mpi_starts_ranks_with_its_mpirun_inside_the_allocation():
 def test_docker_only_where_the_site_allows_it():
     with pytest.raises(KitError, match="allow_docker = true"):
         script("docker", "kit/x:1")
-    text = script("docker", "kit/x:1", slurm.Site(allow_docker=True))
+    text = script("docker", "kit/x:1", slurm.Site(runtime_options=(("allow_docker", True),)))
     assert f"srun --ntasks=1 {engine.docker()} run --rm --init --name kit-c-1 " in text
     assert " kit/x:1 mpirun -np 2 /opt/kit/venv/bin/python " in text
 
 
 def test_site_config(tmp_path):
     f = tmp_path / "site.toml"
-    f.write_text('[slurm]\npartition = "debug"\noptions = ["--exclusive"]\ntasks_per_node = 1\n')
-    assert slurm.load_site(f) == slurm.Site(
-        partition="debug", options=("--exclusive",), tasks_per_node=1
+    f.write_text(
+        '[slurm]\npartition = "debug"\noptions = ["--exclusive"]\ntasks_per_node = 1\n'
+        'shifter = "cscs"\n'
     )
+    site = slurm.load_site(f)
+    assert site == slurm.Site(
+        partition="debug",
+        options=("--exclusive",),
+        tasks_per_node=1,
+        runtime_options=(("shifter", "cscs"),),
+    )
+    assert (site.option("shifter"), site.option("allow_docker")) == ("cscs", False)
 
 
 @pytest.mark.parametrize(

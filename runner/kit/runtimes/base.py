@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from .. import schema
 from ..blocks import BENCH_DIR as IMAGE_BENCH
 from ..blocks import PYTHON as IMAGE_PYTHON
 from ..errors import KitError
@@ -33,6 +34,15 @@ class Prepared:
 def in_image(ref: str, digest: str) -> Prepared:
     """A container image: the benchmarks run with the image's own python and copies."""
     return Prepared(ref, digest, IMAGE_PYTHON, IMAGE_BENCH)
+
+
+@dataclass(frozen=True)
+class SiteOption:
+    """A key a runtime reads from the Slurm site file (--slurm-config), and its default."""
+
+    field: schema.Field
+    default: object
+    help: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class Runtime:
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
     in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
+    site_options: dict[str, SiteOption] = {}  # noqa: RUF012  (read-only) its --slurm-config keys
 
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""

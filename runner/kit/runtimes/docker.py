@@ -8,11 +8,11 @@ Charliecloud); ranks share one container, launched by the image's own mpirun.
 import os
 import subprocess
 
-from .. import engine
+from .. import engine, schema
 from ..errors import KitError
 from ..recipes import Recipe
 from . import base
-from .base import Job, Prepared, Runtime
+from .base import Job, Prepared, Runtime, SiteOption
 
 
 class Docker(Runtime):
@@ -24,6 +24,11 @@ class Docker(Runtime):
     fix = "install docker.io and start dockerd (as root: ci/provision)"
     in_tree = False
     ranks_inside = True
+    site_options = {  # noqa: RUF012
+        "allow_docker": SiteOption(
+            schema.Field(bool), False, "only sites whose compute nodes run a Docker engine"
+        )
+    }
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
@@ -48,7 +53,7 @@ class Docker(Runtime):
 
     def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
         """One task that runs the container, whose own mpirun starts the ranks inside."""
-        if not site.allow_docker:
+        if not site.option("allow_docker"):
             raise KitError(
                 "runtime 'docker' under Slurm needs a Docker engine on the compute nodes, "
                 "which most sites do not allow; use singularity or charliecloud, or set "

@@ -5,10 +5,12 @@ metadata, and the `docker save` tar for `shifter load`) and is what the
 charliecloud runtime runs here.
 """
 
-from .. import engine
+import re
+
+from .. import engine, schema
 from ..recipes import Recipe
 from . import base
-from .base import Job, Prepared, Runtime
+from .base import Job, Prepared, Runtime, SiteOption
 
 
 class Shifter(Runtime):
@@ -17,6 +19,13 @@ class Shifter(Runtime):
     runs = "shifter"
     tool = "shifter"
     version_argv = ("--help",)
+    site_options = {  # noqa: RUF012
+        "shifter": SiteOption(
+            schema.Field(str, re.compile("nersc|cscs")),
+            "nersc",
+            "nersc: #SBATCH --image and `shifter`; cscs: `shifter run --mpi`",
+        )
+    }
     fix = (
         "Shifter is a site install (not packaged for Debian); on this machine "
         "the charliecloud runtime runs the same squashfs"
@@ -29,10 +38,10 @@ class Shifter(Runtime):
 
     def slurm_directives(self, prep: Prepared, site) -> list[str]:
         """NERSC: the job names its image; Slurm's Shifter plugin sets it up on each node."""
-        return [f"--image=docker:{prep.ref}"] if site.shifter == "nersc" else []
+        return [f"--image=docker:{prep.ref}"] if site.option("shifter") == "nersc" else []
 
     def slurm_exec(self, prep: Prepared, job: Job, site) -> list[str]:
-        if site.shifter == "nersc":  # the image comes from #SBATCH --image
+        if site.option("shifter") == "nersc":  # the image comes from #SBATCH --image
             volumes = [f"--volume={path}:{path}" for path in job.binds]
             return [self.tool, *volumes, *job.extra, *job.program]
         # CSCS: an image loaded with `shifter load image.tar TAG`, and the site's MPI
