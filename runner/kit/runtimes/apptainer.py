@@ -35,7 +35,7 @@ class Apptainer(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         if engine.found(recipe.tag(variant)):
-            art = convert.convert(recipe, variant, ["singularity"])
+            art = convert.convert(recipe, variant, [self.runs])
             return base.in_image(str(art.sif), art.digest)
         got = pull.pulled(recipe, variant)
         if got is None:

@@ -97,7 +97,8 @@ class Runtime:
     name = ""
     aliases: tuple[str, ...] = ()  # other names users may pass to --runtime
     summary = ""  # one line for --help and `kit doctor`
-    runs = ""  # what it runs: the `kit convert` format, "engine" (the local image) or "host"
+    runs = ""  # what it runs: the `kit convert` format it converts to and runs, "engine" (the
+    # local image) or "host"
     needs: tuple[str, ...] = ()  # host components from kit.doctor.COMPONENTS, beside its tool
     arm = ""  # what results call it: the name, or NAME@LABEL for a second arm
     tool = ""  # the command it needs on PATH

@@ -24,7 +24,7 @@ class Charliecloud(Runtime):
     env = base.UCX_SHM
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        art = convert.convert(recipe, variant, ["squashfs"])
+        art = convert.convert(recipe, variant, [self.runs])
         return base.in_image(str(art.squashfs), art.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:

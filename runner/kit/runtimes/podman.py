@@ -35,7 +35,7 @@ class Podman(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         """Load the archive unless the store already holds this very image (same id)."""
-        art = convert.convert(recipe, variant, ["docker-archive"])
+        art = convert.convert(recipe, variant, [self.runs])
         ref = f"localhost/{recipe.tag(variant)}"
         held = subprocess.run(
             [self.tool, "image", "inspect", "--format", "{{.Id}}", ref],
