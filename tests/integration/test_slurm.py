@@ -50,7 +50,8 @@ def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
     rows = text.splitlines()
     for rt in RUNTIMES.split(","):  # a torch-cnn row per launcher (MPI rows start with the image)
         assert sum(row.startswith(f"| {rt} | 1 |") for row in rows) == 2
-    assert "· 2 rank(s) · via slurm\n" in text and "· 2 rank(s)\n" in text
+    steps = " · 6 steps after 5\n"  # the launcher and the step counts are in the group's key
+    assert f"· 2 rank(s) · via slurm{steps}" in text and f"· 2 rank(s){steps}" in text
 
 
 def test_emitted_script_runs_without_kit(built, cluster, tmp_path):
