@@ -147,7 +147,7 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
     pins = fingerprint(recipe)
     if stamp.is_file():
         stamped, _, origin = stamp.read_text().partition("\n")
-        if stamped == pins:
+        if stamped == pins and _current(recipe, variant, origin):
             return python, _identity(pins, origin)
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +159,15 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
     origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
     stamp.write_text(pins + (f"\n{origin}" if origin else ""))
     return python, _identity(pins, origin)
+
+
+def _current(recipe: Recipe, variant: str, origin: str) -> bool:
+    """Whether a built environment's compiled packages are still the ones to use: once the
+    local image is rebuilt (a new id, newly compiled binaries) or appears after a host
+    compile, the environment is made again from that image's own wheels."""
+    if recipe.compile is None or (info := engine.found(recipe.tag(variant))) is None:
+        return True
+    return origin.endswith(info["Id"])
 
 
 def _identity(pins: str, origin: str) -> str:

@@ -46,7 +46,7 @@ def test_a_built_environment_keeps_saying_where_its_compiled_packages_came_from(
     tmp_path, monkeypatch
 ):
     """The records' digest for native names the image whose wheels it installed, run
-    after run, without rebuilding; a changed pin rebuilds (here: refused at the check)."""
+    after run, without rebuilding; a rebuilt image (another id) makes it again."""
     monkeypatch.setenv("KIT_CACHE", str(tmp_path))
     monkeypatch.setattr(native_env, "host_suite", lambda: "bookworm")
     monkeypatch.setattr(native_env, "mismatches", lambda r: [])
@@ -55,9 +55,19 @@ def test_a_built_environment_keeps_saying_where_its_compiled_packages_came_from(
     venv.mkdir(parents=True)
     origin = f"wheels of {r.tag()} sha256:0123"
     (venv / ".kit-pins").write_text(f"{native_env.fingerprint(r)}\n{origin}")
+    local = {"Id": "sha256:0123"}
+    monkeypatch.setattr(native_env.engine, "found", lambda tag: local)
     python, identity = native_env.ensure(r)
     assert python == venv / "bin" / "python"
     assert identity == f"{native_env.fingerprint(r)} ({origin})"
+
+    def rebuilt(argv, what, **kw):
+        raise RuntimeError(what)
+
+    monkeypatch.setattr(native_env, "stream", rebuilt)
+    local["Id"] = "sha256:4567"
+    with pytest.raises(RuntimeError, match="native venv"):
+        native_env.ensure(r)
 
 
 def test_no_engine_means_no_image_wheels(tmp_path, monkeypatch):
