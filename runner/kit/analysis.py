@@ -362,10 +362,9 @@ def summarise(
     sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
-        launcher = "slurm" if r.get("launcher") == "slurm" else "local"
         if benches.is_sweep(r["bench"]):
             into = sweeps if r["bench"] == "mpi" else grpc
-            into[(r["image"], r["ranks"], launcher)][r["runtime"]].append(r)
+            into[(r["image"], r["ranks"], record.launched_by(r))][r["runtime"]].append(r)
             continue
         by_key[Key(**record.key_values(r))][r["runtime"]].append(r)
 

@@ -353,13 +353,12 @@ class Context:
     out_dir: Path
 
 
-def title(ctx: Context, rt: Runtime, job: Job, c: Config) -> str:
+def title(recipe: Recipe, rt: Runtime, job: Job, c: Config) -> str:
     what = c.bench
     if not benches.is_sweep(c.bench):
         what = f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
     return (
-        f"kit trial {job.name}: {rt.arm}, {ctx.recipe.name} {ctx.recipe.version}, {what}, "
-        f"{c.ranks} rank(s)"
+        f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}, {what}, {c.ranks} rank(s)"
     )
 
 
@@ -371,7 +370,7 @@ def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Plann
     before = load.sample()
     job = trial_job(rt, prep, c, opts, ctx.mpirun, name, ctx.launcher.launch_time(time.time()))
     env = {**ctx.env, **rt.env, **dict(prep.env)}
-    launched = ctx.launcher.run(rt, prep, job, env, opts.timeout, title(ctx, rt, job, c))
+    launched = ctx.launcher.run(rt, prep, job, env, opts.timeout, title(ctx.recipe, rt, job, c))
     outcome = launched.outcome
     own = ctx.launcher.owns_ranks(rt)
     host_load = load.during(before, load.sample(), outcome.wall_s, own=own)
@@ -440,14 +439,13 @@ def emit(
     """Write every trial's sbatch script to folder, in plan order, without submitting."""
     mpirun = mpirun_for(recipe, opts.mpirun)
     writer = launchers.Slurm(opts.site, recipe.mpi.flavour, folder)
-    ctx = Context(recipe, variant, opts, "", mpirun, "", {}, {}, writer, folder)
     by_arm = {rt.arm: rt for rt in runtimes}
     prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
     paths_out = []
     for i, p in enumerate(trials):
         rt, prep = by_arm[p.runtime], prepared[p.runtime]
         job = trial_job(rt, prep, p.config, opts, mpirun, f"kit-{i:04d}", slurm.LAUNCH_ARG)
-        path, _ = writer.write(rt, prep, job, title(ctx, rt, job, p.config))
+        path, _ = writer.write(rt, prep, job, title(recipe, rt, job, p.config))
         paths_out.append(path)
     return paths_out
 

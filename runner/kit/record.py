@@ -66,10 +66,14 @@ class Trial:
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
 
 
+def launched_by(r: dict) -> str:
+    """Launches on this host are one launcher ("local") whatever started the ranks."""
+    return "slurm" if r.get("launcher") == "slurm" else "local"
+
+
 def key_values(r: dict) -> dict:
-    """A record's key fields as the analysis compares them (either schema): launches on
-    this host are one launcher ("local") whatever started the ranks, and option lists are
-    compared as text."""
+    """A record's key fields as the analysis compares them (either schema); option lists
+    are compared as text."""
     return {
         "image": r["image"],
         "variant": r.get("variant") or "cpu",
@@ -81,5 +85,5 @@ def key_values(r: dict) -> dict:
         "bench_args": " ".join(r.get("bench_args") or []),
         "steps": r.get("steps"),
         "warmup_steps": r.get("warmup_steps"),
-        "launcher": "slurm" if r.get("launcher") == "slurm" else "local",
+        "launcher": launched_by(r),
     }
