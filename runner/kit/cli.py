@@ -425,7 +425,8 @@ def parser() -> argparse.ArgumentParser:
         "--launcher",
         default="local",
         help="local: the flavour's mpirun on this host (default); slurm: each trial is a "
-        "batch job (sbatch --wait), ranks started by srun --mpi=pmi2 (MPICH) or mpirun",
+        "batch job (submitted, then waited for), ranks started by srun --mpi=pmi2 (MPICH) or "
+        "mpirun",
     )
     s.add_argument(
         "--slurm-config",

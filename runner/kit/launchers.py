@@ -82,7 +82,7 @@ class Local(Launcher):
 
 
 class Slurm(Launcher):
-    """One batch job a trial: its script written to folder, submitted with sbatch --wait."""
+    """One batch job a trial: its script written to folder, submitted, waited for."""
 
     name = "slurm"
 
@@ -90,10 +90,11 @@ class Slurm(Launcher):
         self.site, self.flavour, self.folder = site, flavour, folder
 
     def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
-        if shutil.which("sbatch") is None:
-            raise KitError(
-                "--launcher slurm needs 'sbatch' on PATH (a Slurm client); or use --emit DIR"
-            )
+        for tool in ("sbatch", "scontrol"):
+            if shutil.which(tool) is None:
+                raise KitError(
+                    f"--launcher slurm needs '{tool}' on PATH (a Slurm client); or use --emit DIR"
+                )
 
     def launch_time(self, now: float) -> str:
         return slurm.LAUNCH_ARG  # the job's start, set by the script, not the submission

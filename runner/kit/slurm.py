@@ -2,7 +2,7 @@
 
 A trial becomes a self-contained sbatch script (allocation, the site's set-up
 lines, the runtime's environment, one job step). `kit run --launcher slurm`
-submits it with `sbatch --wait` and reads the benchmark's record from the job's
+submits it and waits for the job (kit.slurm_wait) and reads the benchmark's record from the job's
 output file; `--emit DIR` only writes the scripts, for sites where kit cannot
 submit. Ranks are started the way the MPI flavour supports under Slurm: MPICH
 by `srun --mpi=pmi2` (PMI-2, one task per rank), Open MPI by its own `mpirun`
@@ -12,6 +12,7 @@ inside the allocation (Debian's Open MPI lacks Slurm's PMI support).
 import re
 import shlex
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,7 @@ def _shell(argv: list[str]) -> str:
 def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: str):
     """Submit one trial's script, wait for the job, and read its record from its output."""
     outcome = trial.run(
-        ["sbatch", "--wait", "--parsable", str(path)],
+        [sys.executable, "-m", "kit.slurm_wait", str(path)],
         env,
         timeout,
         name,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit import engine, runtimes, slurm
+from kit import engine, runtimes, slurm, slurm_wait
 from kit.errors import KitError
 from kit.runtimes import Job, Prepared
 
@@ -171,3 +171,25 @@ def test_any_site_table_gives_a_site_or_a_kit_error(tmp_path_factory, table):
 def toml(v) -> str:
     """A TOML value (JSON's strings, numbers, booleans and arrays are TOML's)."""
     return json.dumps(v)
+
+
+@pytest.mark.parametrize(
+    "state, code, expected",
+    [
+        ("COMPLETED", "0:0", 0),
+        ("FAILED", "3:0", 3),
+        ("CANCELLED", "0:15", 143),  # scancel: SIGTERM, as a shell reports it
+        ("TIMEOUT", "0:0", 1),  # the time limit ended it: never a success
+        ("NODE_FAIL", "0:0", 1),
+    ],
+)
+def test_the_waited_job_exits_as_sbatch_wait_would(state, code, expected):
+    line = f"JobId=7 JobName=kit-c-1 JobState={state} Reason=None ExitCode={code} NodeList=n1"
+    job = slurm_wait.fields(line)
+    assert job["JobState"] in slurm_wait.DONE
+    assert slurm_wait.exit_code(job) == expected
+
+
+def test_the_wait_checks_often_for_short_jobs_and_rarely_for_long_ones():
+    waits = [slurm_wait.interval(t) for t in (0, 3, 20, 600, 36000)]
+    assert waits == [0.5, 0.5, 2.0, 5.0, 5.0]
