@@ -11,12 +11,14 @@ from __future__ import annotations  # Python 3.9 in the Caffe2 images
 
 import argparse
 import contextlib
+import ctypes
 import faulthandler
 import io
 import json
 import math
 import os
 import platform
+import re
 import resource
 import signal
 import socket
@@ -177,10 +179,12 @@ FINALIZE_WAIT_S = 30.0
 
 
 def finalize() -> None:
-    """Barrier, then MPI_Finalize under a watchdog. Rarely (seen once in many hundred
-    2-rank Horovod trials, MPICH 4.0 in Docker) one rank spins in MPI_Finalize after the
-    barrier while its peer has left; the record is printed before this is called, so a
-    rank still here after FINALIZE_WAIT_S leaves with a note instead of hanging the trial."""
+    """Barrier, then MPI_Finalize under a watchdog. Rarely (a few times in many hundred
+    2-rank trials, MPICH 4.0 in Docker) both ranks spin in MPI_Finalize after the barrier;
+    the record is printed before this is called, so a rank still here after
+    FINALIZE_WAIT_S leaves with a note instead of hanging the trial. mpi4py's Finalize
+    holds the GIL, which would starve the watchdog's thread: MPI_Finalize is called
+    through ctypes, which releases it."""
     from mpi4py import MPI
 
     if MPI.Is_initialized() and not MPI.Is_finalized():
@@ -188,8 +192,26 @@ def finalize() -> None:
         watchdog = threading.Timer(FINALIZE_WAIT_S, _leave_unfinalized)
         watchdog.daemon = True
         watchdog.start()
-        MPI.Finalize()
+        lib = loaded_mpi_library()
+        if lib is None:
+            MPI.Finalize()
+        else:
+            lib.MPI_Finalize()
         watchdog.cancel()
+
+
+def loaded_mpi_library() -> ctypes.CDLL | None:
+    """The MPI library mpi4py loaded into this process (MPICH's libmpich, Open MPI's
+    libmpi), from the process's own memory map; None where there is no such map."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/lib" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        if re.search(r"/lib(mpi|mpich)\.so", path):
+            return ctypes.CDLL(path)
+    return None
 
 
 def _leave_unfinalized() -> None:

@@ -41,6 +41,31 @@ def test_horovod_two_rank_allreduce_under_mpirun(horovod, framework):
     assert results == [["0", "2", "True", "3.0"], ["1", "2", "True", "3.0"]]
 
 
+# Rank 1 passes the barrier finalize() starts with, then never finalizes: rank 0's
+# MPI_Finalize waits for it in MPICH's PMI barrier, as both ranks did in a hung trial.
+STUCK_IN_FINALIZE = """
+import os, sys, time
+sys.path.insert(0, "/opt/kit/benchmarks")
+import kitbench
+kitbench.mpi_library()
+comm = kitbench.mpi_comm()
+kitbench.FINALIZE_WAIT_S = 2
+if comm.Get_rank() == 1:
+    comm.Barrier()
+    time.sleep(60)
+    os._exit(0)
+kitbench.finalize()
+"""
+
+
+def test_a_rank_stuck_in_mpi_finalize_leaves_after_the_watchdog(horovod):
+    """mpi4py's Finalize holds the GIL, so a watchdog thread never ran while a rank
+    hung there (a trial waited for its timeout); kitbench calls it without the GIL."""
+    p = in_image(HOROVOD_TAG, "mpirun", "-np", "2", "python", "-c", STUCK_IN_FINALIZE)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "MPI_Finalize did not return in 2 s" in p.stderr
+
+
 def test_builder_stage_leaves_its_wheels_and_nothing_else(horovod):
     apt = dict(p.split("=", 1) for p in horovod["apt"])
     pip = dict(p.split("==", 1) for p in horovod["pip"])
