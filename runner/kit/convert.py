@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import engine, rootfs
 from .errors import KitError
-from .paths import cache_dir
+from .paths import cache_dir, exclusive
 from .proc import capture, stream, which
 from .recipes import Recipe
 
@@ -120,17 +120,18 @@ def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
     }
     needs = [f for f in ("squashfs", "singularity", "docker-archive") if _needed(f, wanted)]
     phases = {}
-    for fmt in needs:
-        target, make = steps[fmt]
-        if target.exists():
-            print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
-            continue
-        t0 = time.monotonic()
-        make(tag, art)
-        phases[fmt] = round(time.monotonic() - t0, 1)
-        print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
-    if phases:
-        _record_phases(art, phases)
+    with exclusive(art.dir / ".lock", f"the conversions of {tag} ({art.digest[:19]})"):
+        for fmt in needs:
+            target, make = steps[fmt]
+            if target.exists():
+                print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
+                continue
+            t0 = time.monotonic()
+            make(tag, art)
+            phases[fmt] = round(time.monotonic() - t0, 1)
+            print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
+        if phases:
+            _record_phases(art, phases)
     return art
 
 

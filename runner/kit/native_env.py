@@ -20,7 +20,7 @@ from pathlib import Path
 from . import engine
 from .blocks import WHEELS
 from .errors import KitError
-from .paths import cache_dir
+from .paths import cache_dir, exclusive
 from .proc import stream
 from .recipes import Recipe
 
@@ -142,6 +142,12 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
             f"{', '.join(bad)}; as root: apt-get install --no-install-recommends {pins}"
         )
     venv = cache_dir() / "native" / f"{recipe.name}-{recipe.version}"
+    with exclusive(venv.with_name(f".{venv.name}.lock"), f"the native environment {venv}"):
+        return _made(recipe, variant, venv)
+
+
+def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
+    """ensure()'s work, under its lock: the venv as it is if current, else made anew."""
     python = venv / "bin" / "python"
     stamp = venv / ".kit-pins"
     pins = fingerprint(recipe)

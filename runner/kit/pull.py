@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .convert import APPTAINER_FIX, compression, mksquashfs_args
 from .errors import KitError
-from .paths import cache_dir
+from .paths import cache_dir, exclusive
 from .proc import stream, which
 from .recipes import Recipe
 
@@ -34,20 +34,20 @@ def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
     apptainer = which("apptainer", APPTAINER_FIX)
     source = ref if "://" in ref else f"docker://{ref}"
     sif = _path(recipe, variant)
-    sif.parent.mkdir(parents=True, exist_ok=True)
-    tmp = sif.with_suffix(".sif.part")
-    squash = " ".join(mksquashfs_args(compression()))
-    stream(
-        [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
-        "apptainer build",
-    )
-    h = hashlib.sha256()
-    with tmp.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    digest = f"sif-sha256:{h.hexdigest()}"
-    sif.with_suffix(".json").write_text(json.dumps({"ref": source, "digest": digest}) + "\n")
-    tmp.rename(sif)
+    with exclusive(sif.with_suffix(".lock"), f"the SIF of {recipe.name} {variant}"):
+        tmp = sif.with_suffix(".sif.part")
+        squash = " ".join(mksquashfs_args(compression()))
+        stream(
+            [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
+            "apptainer build",
+        )
+        h = hashlib.sha256()
+        with tmp.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        digest = f"sif-sha256:{h.hexdigest()}"
+        sif.with_suffix(".json").write_text(json.dumps({"ref": source, "digest": digest}) + "\n")
+        tmp.rename(sif)
     print(f"pulled {source} -> {sif}")
     return Pulled(sif, source, digest)
 

@@ -1,12 +1,14 @@
-"""Compression settings, and the exact Apptainer command `kit pull` runs."""
+"""Compression settings, the exact Apptainer command `kit pull` runs, and the cache lock."""
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from kit import convert, pull, recipes
+from kit import convert, paths, pull, recipes
 from kit.errors import KitError
 
 
@@ -55,3 +57,24 @@ def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
     ]
     assert (got.sif, got.ref) == (sif, "docker://site/kit-mini:0.1.0-cpu")
     assert got.digest.startswith("sif-sha256:") and Path(got.sif).read_text() == "sif"
+
+
+def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_path):
+    """Two campaigns on one login node converting the same image: the second waits on
+    the lock, then finds the products made, instead of writing the same files at once."""
+    lock = tmp_path / "digest" / ".lock"
+    second = [
+        sys.executable,
+        "-c",
+        "import sys; from pathlib import Path; from kit.paths import exclusive\n"
+        "with exclusive(Path(sys.argv[1]), 'the conversions'): print('made')",
+        str(lock),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(paths.__file__).parents[1])}
+    with paths.exclusive(lock, "the conversions"):
+        p = subprocess.Popen(second, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=1)  # held here: the second kit cannot go on
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == b"made\n"
+    assert err.decode() == f"waiting for another kit making the conversions ({lock})\n"
