@@ -245,7 +245,7 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
 
 def test_timeout_leaves_nothing(built, tmp_path):
     out = tmp_path / "timeout"
-    kit(*run_args("singularity,charliecloud,docker", out, steps="1000000", timeout="15"))
+    kit(*run_args("singularity,charliecloud,docker", out, steps="1000000", timeout="10"))
     assert [r["status"] for r in records(out)] == ["timeout"] * 3
     assert leftovers() == []
 
