@@ -18,6 +18,19 @@ ARG BASE_IMAGE=kit/debian:bookworm
 FROM ${BASE_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG KIT_PIP_INDEX_URL
+RUN apt-get -o APT::Sandbox::User=root update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
+--no-install-recommends \\
+        python3=3.11.2-1+b1 && \\
+    apt-get clean && \\
+    rm -rf /var/lib/apt/lists/*
+RUN apt-get -o APT::Sandbox::User=root update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
+--no-install-recommends \\
+        openmpi-bin=4.1.4-3+b1 \\
+        libopenmpi-dev=4.1.4-3+b1 && \\
+    apt-get clean && \\
+    rm -rf /var/lib/apt/lists/*
 LABEL org.opencontainers.image.title="mini-openmpi" \\
     org.opencontainers.image.version="0.1.0" \\
     org.opencontainers.image.description="test recipe" \\
@@ -31,13 +44,6 @@ ENV KIT_IMAGE="mini-openmpi" \\
     KIT_VARIANT="cpu" \\
     KIT_MPI_FLAVOUR="openmpi" \\
     PATH="/opt/kit/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-RUN apt-get -o APT::Sandbox::User=root update && \\
-    DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
---no-install-recommends \\
-        python3=3.11.2-1+b1 \\
-        openmpi-bin=4.1.4-3+b1 \\
-        libopenmpi-dev=4.1.4-3+b1 && \\
-    rm -rf /var/lib/apt/lists/*
 RUN update-alternatives --set mpi /usr/bin/mpicc.openmpi && \\
     update-alternatives --set mpirun /usr/bin/mpirun.openmpi
 RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
@@ -181,8 +187,9 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
     text = render.dockerfile(r)
     builder, final = text.split("FROM ${BASE_IMAGE}")[1:]
     assert builder.startswith(" AS builder\n") and final.startswith("\nSHELL")
-    # the shared steps come first in both stages, so BuildKit runs them once
-    shared = APT_UPDATE.join(builder.split("\n", 1)[1].split(APT_UPDATE)[:2])
+    # the shared steps (frameworks' and MPI's packages, identity, venv) come first in
+    # both stages, so BuildKit runs them once
+    shared = APT_UPDATE.join(builder.split("\n", 1)[1].split(APT_UPDATE)[:3])
     assert final.split("\n", 1)[1].startswith(shared) and "--system-site-packages" in shared
     assert "g++=4:12.2.0-3" in builder and "g++" not in final
     assert (
@@ -227,3 +234,18 @@ def test_hostile_values_are_quoted_for_each_format(kit_root, mini):
     assert f"\n    export EVIL={quoted}\n" in definition  # %environment and %post alike
     assert definition.count(f"export EVIL={quoted}") == 2
     assert f"\n    org.opencontainers.image.description {HOSTILE}\n" in definition  # %labels
+
+
+def test_one_frameworks_images_share_their_package_layer():
+    """pytorch-mpich and pytorch-openmpi start with the same steps up to the MPI
+    packages, so the 2 GB layer of Debian's PyTorch is built and stored once."""
+    mpich, openmpi = (
+        render.dockerfile(recipes.load(name)) for name in ("pytorch-mpich", "pytorch-openmpi")
+    )
+
+    def first_layers(text: str) -> str:
+        start = text.index("FROM ${BASE_IMAGE}")
+        return text[start : text.index(APT_UPDATE, text.index(APT_UPDATE, start) + 1)]
+
+    assert first_layers(mpich) == first_layers(openmpi)
+    assert "python3-torch=" in first_layers(mpich) and "mpich" not in first_layers(mpich)
