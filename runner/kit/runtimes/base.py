@@ -75,7 +75,8 @@ def one_container(head: list[str], prep: Prepared, job: Job) -> list[str]:
     return [*argv, *job.extra, prep.ref, *mpirun(inside), *job.program]
 
 
-def first_line(argv: list[str]) -> str:
+def tool_version(argv: list[str]) -> str:
+    """The first line a tool prints about its version, or "unknown"."""
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (FileNotFoundError, subprocess.TimeoutExpired):
@@ -116,7 +117,7 @@ class Runtime:
             raise KitError(f"runtime '{self.name}' needs '{self.tool}' on PATH; {self.fix}")
 
     def version(self) -> str:
-        return first_line([self.tool, *self.version_argv])
+        return tool_version([self.tool, *self.version_argv])
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         raise NotImplementedError
