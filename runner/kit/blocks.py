@@ -224,7 +224,7 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     """The build stages, in order. Both stages start with the same steps, which the
     builder (BuildKit) runs once; only the final stage's layers make the image. The
     frameworks' packages come first, before the image's identity and its MPI, so the
-    images of one framework share that layer (pytorch-mpich and pytorch-openmpi: 2 GB
+    images of one framework share that layer (pytorch-mpich and pytorch-openmpi: 1.5 GB
     built and stored once). The recipe's own environment comes late, so changing it
     rebuilds little."""
     packages = tuple(apt_install(pins) for pins in (r.apt, r.mpi.apt) if pins)
