@@ -2,8 +2,8 @@
 
 A trial becomes a self-contained sbatch script (allocation, the site's set-up
 lines, the runtime's environment, one job step). `kit run --launcher slurm`
-submits it and waits for the job (kit.slurm_wait) and reads the benchmark's record from the job's
-output file; `--emit DIR` only writes the scripts, for sites where kit cannot
+submits it, waits for the job (kit.slurm_wait), and reads the benchmark's record
+from the job's output file; `--emit DIR` only writes the scripts, for sites where kit cannot
 submit. Ranks are started the way the MPI flavour supports under Slurm: MPICH
 by `srun --mpi=pmi2` (PMI-2, one task per rank), Open MPI by its own `mpirun`
 inside the allocation (Debian's Open MPI lacks Slurm's PMI support).
