@@ -7,8 +7,11 @@ These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,7 +51,6 @@ IMAGE_OF = {
     "horovod": "horovod-mpich",
     "caffe2": "caffe2-mpich",
 }
-DEFINITION = "test_definition_builds_with_apptainer_alone"  # builds with the images
 
 
 def apptainer(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
@@ -58,12 +60,31 @@ def apptainer(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
     )
 
 
+BESIDE: set[int] = set()  # the builds running beside the tests (their process ids)
+
+
+def beside(argv: list[str], timeout: float = 3600, **kw) -> subprocess.CompletedProcess:
+    """argv, run as one of the builds beside the tests: leftovers() ignores its processes
+    (a definition's %post runs dpkg's own scripts, whose arguments can match LEFTOVER)."""
+    pipe = subprocess.PIPE
+    with subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, **kw) as p:
+        BESIDE.add(p.pid)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        finally:
+            BESIDE.discard(p.pid)
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
 def build_definition(scratch: Path) -> Path | str:
     """pytorch-mpich's definition made into a SIF by Apptainer alone, as an ordinary user:
     the local base as a SIF (from its archive), then the definition. The SIF, or why not."""
     base_tar = scratch / "base.tar"
     save = ["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"]
-    if (p := subprocess.run(save, capture_output=True, text=True)).returncode != 0:
+    if (p := beside(save)).returncode != 0:
         return f"{' '.join(save)} exited {p.returncode}: {p.stderr[-1000:]}"
     sif = scratch / "pytorch-mpich.sif"
     for args in (
@@ -76,42 +97,105 @@ def build_definition(scratch: Path) -> Path | str:
             *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
         ),
     ):
-        p = apptainer(*args)
+        p = beside(["apptainer", *args], cwd=REPO)
         if p.returncode != 0:
             return f"apptainer {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
     return sif
 
 
-@pytest.fixture(scope="session")
-def builds(ready, request, tmp_path_factory) -> dict:
-    """Every image this session's tests ask for, and the definition build, at the same
-    time: the builds' single-threaded steps (apt, pip, a compile's configure) leave a
-    core idle that the others use (on 2 cores: 902 s together against ~1015 s one after
-    another). No test runs (or measures) until all are done. Each image build's stdout
-    by image; under "definition" the definition's SIF, or why it failed."""
-    items = request.session.items
+class Builds:
+    """Every image this session's tests ask for, and the definition's SIF, built in the
+    background from the moment pytest has collected the tests, all at once: the builds'
+    single-threaded steps (apt, pip, a compile's configure) leave a core idle that the
+    others use, and a test starts as soon as its own image is ready (the tests are run
+    in the order their images become ready, see ORDER) while the others still build:
+    Horovod's compile alone outlasts the PyTorch images' builds several times over.
+    Each build's start and end, in seconds since the first started, go in the log."""
+
+    def __init__(self, images: list[str], definition: bool) -> None:
+        self.t0 = time.monotonic()
+        self.times: dict[str, tuple[float, float]] = {}
+        self.scratch = Path(tempfile.mkdtemp(prefix="kit-test-builds-"))
+        self.pool = ThreadPoolExecutor(max_workers=len(images) + 1)
+        jobs = {image: (build_image, image) for image in images}
+        if definition:
+            jobs["definition"] = (build_definition, self.scratch)
+        self.futures = {n: self.pool.submit(self._timed, n, *job) for n, job in jobs.items()}
+
+    def _timed(self, name: str, func: Callable, arg: object) -> object:
+        start = time.monotonic() - self.t0
+        try:
+            return func(arg)
+        finally:
+            self.times[name] = (start, time.monotonic() - self.t0)
+
+    def image(self, image: str) -> str:
+        """The image's build output once it is built, or the test fails with why not."""
+        p = self.futures[image].result()
+        if p.returncode != 0:
+            pytest.fail(f"kit build {image} exited {p.returncode}:\n{p.stderr[-2000:]}")
+        return p.stdout
+
+    def definition(self) -> Path | str:
+        return self.futures["definition"].result()
+
+    def wait_all(self) -> None:
+        for f in self.futures.values():
+            f.exception()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def build_image(image: str) -> subprocess.CompletedProcess:
+    return beside(["kit", "build", image])
+
+
+# The order tests run in: by the last-ready thing they need. Images become ready about
+# in this order (the PyTorch ones first, Horovod's compile last); the campaign with its
+# timing assertions runs last and alone (`quiet`), once every build has finished.
+ORDER = ("built", "openmpi", "caffe2", "horovod", "definition", "quiet")
+BUILDS = pytest.StashKey[Builds]()
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m have deselected
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return max((ORDER.index(f) + 1 for f in item.fixturenames if f in ORDER), default=0)
+
+    items.sort(key=rank)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the builds while the unit tests run (none as root: `ready` says why)."""
+    items = session.items
     wanted = sorted({IMAGE_OF[f] for i in items for f in i.fixturenames if f in IMAGE_OF})
-    scratch = tmp_path_factory.mktemp("builds")
+    definition = any("definition" in i.fixturenames for i in items)
+    if (wanted or definition) and os.geteuid() != 0 and not session.config.option.collectonly:
+        session.config.stash[BUILDS] = Builds(wanted, definition)
 
-    def build(image: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["kit", "build", image], capture_output=True, text=True, timeout=3600)
 
-    with ThreadPoolExecutor(max_workers=len(wanted) + 1) as pool:
-        images = {image: pool.submit(build, image) for image in wanted}
-        definition = None
-        if any(i.originalname == DEFINITION for i in items):
-            definition = pool.submit(build_definition, scratch)
-        done = {image: f.result() for image, f in images.items()}
-        sif = definition.result() if definition else None
-    failed = [f"{image}: {p.stderr[-2000:]}" for image, p in done.items() if p.returncode != 0]
-    if failed:
-        pytest.fail("kit build failed for " + "\n".join(failed))
-    return {**{image: p.stdout for image, p in done.items()}, "definition": sif}
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if builds := config.stash.get(BUILDS, None):
+        builds.close()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if builds := config.stash.get(BUILDS, None):
+        spans = ", ".join(f"{n} {a:.0f}-{b:.0f}" for n, (a, b) in sorted(builds.times.items()))
+        terminalreporter.write_line(f"builds (s from the first build's start): {spans}")
+
+
+@pytest.fixture(scope="session")
+def builds(ready, request) -> Builds:
+    return request.config.stash[BUILDS]
 
 
 @pytest.fixture(scope="session")
 def built(builds) -> dict:
     """pytorch-mpich converted once; later conversions of the same digest must be free."""
+    builds.image(IMAGE)
     conv = kit("convert", IMAGE, "--to", "singularity,shifter")
     return {"dir": Path(conv.stdout.strip().splitlines()[-1])}
 
@@ -119,6 +203,7 @@ def built(builds) -> dict:
 @pytest.fixture(scope="session")
 def openmpi(builds) -> Path:
     """pytorch-openmpi converted once, for every Open MPI test."""
+    builds.image("pytorch-openmpi")
     conv = kit("convert", "pytorch-openmpi", "--to", "singularity,charliecloud")
     return Path(conv.stdout.strip().splitlines()[-1])
 
@@ -126,7 +211,7 @@ def openmpi(builds) -> Path:
 @pytest.fixture(scope="session")
 def horovod(builds) -> dict:
     """horovod-mpich's manifest (Horovod compiled in its builder stage)."""
-    out = builds["horovod-mpich"]
+    out = builds.image("horovod-mpich")
     path = next(line.split()[-1] for line in out.splitlines() if line.startswith("manifest "))
     return json.loads(open(path).read())
 
@@ -134,6 +219,19 @@ def horovod(builds) -> dict:
 @pytest.fixture(scope="session")
 def caffe2(builds) -> None:
     """caffe2-mpich, built."""
+    builds.image("caffe2-mpich")
+
+
+@pytest.fixture(scope="session")
+def definition(builds) -> Path | str:
+    """pytorch-mpich's definition built by Apptainer alone: the SIF, or why it failed."""
+    return builds.definition()
+
+
+@pytest.fixture(scope="session")
+def quiet(builds) -> None:
+    """No build is running any more: for tests whose assertions are about timing."""
+    builds.wait_all()
 
 
 def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.CompletedProcess:
@@ -169,11 +267,23 @@ def docker(*args: str) -> str:
 
 
 def leftovers() -> list[str]:
-    """Our processes that a trial could have left behind, and kit containers."""
-    mine = subprocess.run(
-        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
-    ).stdout.splitlines()
-    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
+    """Our processes that a trial could have left behind (not the builds' beside the
+    tests), and kit containers."""
+    ps = ["ps", "-e", "-o", "pid=,ppid=,uid=,args="]
+    table = subprocess.run(ps, capture_output=True, text=True).stdout.splitlines()
+    rows = [(int(a), int(b), int(c), args) for a, b, c, args in (r.split(None, 3) for r in table)]
+    parent = {pid: ppid for pid, ppid, _, _ in rows}
+
+    def of_a_build(pid: int) -> bool:
+        while pid > 1 and pid not in BESIDE:
+            pid = parent.get(pid, 0)
+        return pid in BESIDE
+
+    procs = [
+        f"{pid} {args}"
+        for pid, _, uid, args in rows
+        if uid == os.getuid() and any(w in args for w in LEFTOVER) and not of_a_build(pid)
+    ]
     containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
     return procs + containers
 

@@ -109,11 +109,11 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
     assert "LOSS 10 " in read.stdout  # every step, warm-up included
 
 
-def test_definition_builds_with_apptainer_alone(builds):
+def test_definition_builds_with_apptainer_alone(definition):
     """pytorch-mpich's definition becomes a SIF through Apptainer only, as an ordinary
     user: the local base as a SIF (from its archive), then the definition; no engine
     takes part in the build itself (conftest.build_definition, run beside the images)."""
-    sif = builds["definition"]
+    sif = definition
     assert isinstance(sif, Path), sif
 
     def run(*args: str) -> str:
