@@ -1,4 +1,4 @@
-"""Integration fixtures: each image built once per session (all at once), then converted.
+"""Integration fixtures: each image built once per session, beside the tests, then converted.
 
 These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 (ci/test provisions them) and must run as an ordinary user. They fail, with
@@ -184,7 +184,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if builds := config.stash.get(BUILDS, None):
         spans = ", ".join(f"{n} {a:.0f}-{b:.0f}" for n, (a, b) in sorted(builds.times.items()))
-        terminalreporter.write_line(f"builds (s from the first build's start): {spans}")
+        terminalreporter.write_line(f"builds beside the tests (s after the first started): {spans}")
 
 
 @pytest.fixture(scope="session")
