@@ -1,4 +1,4 @@
-"""Integration fixtures: each image built once per session, beside the tests, then converted.
+"""Integration fixtures: each image built once per session, all at once, then converted.
 
 These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 (ci/test provisions them) and must run as an ordinary user. They fail, with
@@ -60,31 +60,12 @@ def apptainer(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
     )
 
 
-BESIDE: set[int] = set()  # the builds running beside the tests (their process ids)
-
-
-def beside(argv: list[str], timeout: float = 3600, **kw) -> subprocess.CompletedProcess:
-    """argv, run as one of the builds beside the tests: leftovers() ignores its processes
-    (a definition's %post runs dpkg's own scripts, whose arguments can match LEFTOVER)."""
-    pipe = subprocess.PIPE
-    with subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, **kw) as p:
-        BESIDE.add(p.pid)
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-        finally:
-            BESIDE.discard(p.pid)
-    return subprocess.CompletedProcess(argv, p.returncode, out, err)
-
-
 def build_definition(scratch: Path) -> Path | str:
     """pytorch-mpich's definition made into a SIF by Apptainer alone, as an ordinary user:
     the local base as a SIF (from its archive), then the definition. The SIF, or why not."""
     base_tar = scratch / "base.tar"
     save = ["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"]
-    if (p := beside(save)).returncode != 0:
+    if (p := subprocess.run(save, capture_output=True, text=True)).returncode != 0:
         return f"{' '.join(save)} exited {p.returncode}: {p.stderr[-1000:]}"
     sif = scratch / "pytorch-mpich.sif"
     for args in (
@@ -97,7 +78,7 @@ def build_definition(scratch: Path) -> Path | str:
             *(str(sif), "containers/pytorch-mpich/pytorch-mpich.def"),
         ),
     ):
-        p = beside(["apptainer", *args], cwd=REPO)
+        p = apptainer(*args)
         if p.returncode != 0:
             return f"apptainer {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
     return sif
@@ -107,10 +88,11 @@ class Builds:
     """Every image this session's tests ask for, and the definition's SIF, built in the
     background from the moment pytest has collected the tests, all at once: the builds'
     single-threaded steps (apt, pip, a compile's configure) leave a core idle that the
-    others use, and a test starts as soon as its own image is ready (the tests are run
-    in the order their images become ready, see ORDER) while the others still build:
-    Horovod's compile alone outlasts the PyTorch images' builds several times over.
-    Each build's start and end, in seconds since the first started, go in the log."""
+    others, the unit tests and the CA-certificate test (a build itself) use. No test that
+    needs an image starts before every build is done: on 2 cores the builds are
+    CPU-bound, and trials run beside them stretched Horovod's compile, which the longest
+    tests wait for (2126 s for the whole CI against 1910 s, measured). Each build's start
+    and end, in seconds since the first started, go in the log."""
 
     def __init__(self, images: list[str], definition: bool) -> None:
         self.t0 = time.monotonic()
@@ -149,13 +131,12 @@ class Builds:
 
 
 def build_image(image: str) -> subprocess.CompletedProcess:
-    return beside(["kit", "build", image])
+    return subprocess.run(["kit", "build", image], capture_output=True, text=True, timeout=3600)
 
 
-# The order tests run in: by the last-ready thing they need. Images become ready about
-# in this order (the PyTorch ones first, Horovod's compile last); the campaign with its
-# timing assertions runs last and alone (`quiet`), once every build has finished.
-ORDER = ("built", "openmpi", "caffe2", "horovod", "definition", "quiet")
+# The tests run grouped by the image they need, in this order; those that need none
+# (the CA-certificate test) first, while the images build.
+ORDER = ("built", "openmpi", "caffe2", "horovod", "definition")
 BUILDS = pytest.StashKey[Builds]()
 
 
@@ -184,12 +165,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if builds := config.stash.get(BUILDS, None):
         spans = ", ".join(f"{n} {a:.0f}-{b:.0f}" for n, (a, b) in sorted(builds.times.items()))
-        terminalreporter.write_line(f"builds beside the tests (s after the first started): {spans}")
+        terminalreporter.write_line(f"image builds (s after the first started): {spans}")
 
 
 @pytest.fixture(scope="session")
 def builds(ready, request) -> Builds:
-    return request.config.stash[BUILDS]
+    """Every build, finished (see Builds: trials do not run beside them)."""
+    builds = request.config.stash[BUILDS]
+    builds.wait_all()
+    return builds
 
 
 @pytest.fixture(scope="session")
@@ -228,12 +212,6 @@ def definition(builds) -> Path | str:
     return builds.definition()
 
 
-@pytest.fixture(scope="session")
-def quiet(builds) -> None:
-    """No build is running any more: for tests whose assertions are about timing."""
-    builds.wait_all()
-
-
 def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.CompletedProcess:
     """Run in the image as the invoking user, with the same settings kit's docker runtime uses."""
     user = f"{os.getuid()}:{os.getgid()}"
@@ -267,23 +245,11 @@ def docker(*args: str) -> str:
 
 
 def leftovers() -> list[str]:
-    """Our processes that a trial could have left behind (not the builds' beside the
-    tests), and kit containers."""
-    ps = ["ps", "-e", "-o", "pid=,ppid=,uid=,args="]
-    table = subprocess.run(ps, capture_output=True, text=True).stdout.splitlines()
-    rows = [(int(a), int(b), int(c), args) for a, b, c, args in (r.split(None, 3) for r in table)]
-    parent = {pid: ppid for pid, ppid, _, _ in rows}
-
-    def of_a_build(pid: int) -> bool:
-        while pid > 1 and pid not in BESIDE:
-            pid = parent.get(pid, 0)
-        return pid in BESIDE
-
-    procs = [
-        f"{pid} {args}"
-        for pid, _, uid, args in rows
-        if uid == os.getuid() and any(w in args for w in LEFTOVER) and not of_a_build(pid)
-    ]
+    """Our processes that a trial could have left behind, and kit containers."""
+    mine = subprocess.run(
+        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout.splitlines()
+    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
     containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
     return procs + containers
 

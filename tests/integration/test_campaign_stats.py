@@ -18,7 +18,7 @@ CPUS = 0.5  # the injected slowdown: a CFS quota of half a core on the docker ar
 
 
 @pytest.fixture(scope="module")
-def campaign(built, quiet, tmp_path_factory) -> Path:
+def campaign(built, tmp_path_factory) -> Path:
     """native, a second native arm, and docker under a CPU quota; one thread per rank, so
     the quota should halve docker's throughput. Precision-targeted: rounds are added after
     the first 9 (enough for a 99 % report) until both comparisons are within ±5 % or 3
