@@ -136,7 +136,7 @@ def build_image(image: str) -> subprocess.CompletedProcess:
 
 # The tests run grouped by the image they need, in this order; those that need none
 # (the CA-certificate test) first, while the images build.
-ORDER = ("built", "openmpi", "caffe2", "horovod", "definition")
+ORDER = (*IMAGE_OF, "definition")
 BUILDS = pytest.StashKey[Builds]()
 
 
