@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +91,12 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     t0 = time.monotonic()
     argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-    stream(argv, "docker build", env=env)
+    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+        iidfile = Path(scratch) / "image-id"
+        stream(untagged_argv(argv, iidfile), "docker build", env=env)
+        image = iidfile.read_text().strip()
     # Second pass: every step is cached but the label holding the package lists.
-    lists = {path: read_file(recipe.tag(variant), path) for _, _, path in CONTENTS.items}
+    lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
     contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
     print("labelling the image with its package lists", flush=True)
     capture(label_argv(argv, contents), "docker build (labels)", env=env)
@@ -105,6 +109,14 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     return recipe.tag(variant)
 
 
+def untagged_argv(argv: list[str], iidfile: Path) -> list[str]:
+    """The first pass, untagged (its id goes to `iidfile`): until its package lists are
+    in its labels it is not the image the tag names, and a `kit run` or a second build
+    beside this one must not take it for that (seen with two test workers)."""
+    i = argv.index("-t")
+    return [*argv[:i], "--iidfile", str(iidfile), *argv[i + 2 :]]
+
+
 def label_argv(argv: list[str], contents: list[str]) -> list[str]:
     """The same build with the package lists as build arguments (no --no-cache: the
     second pass must reuse the first's layers)."""
@@ -112,10 +124,10 @@ def label_argv(argv: list[str], contents: list[str]) -> list[str]:
     return [*[a for a in argv[:-1] if a != "--no-cache"], *extra, argv[-1]]
 
 
-def read_file(tag: str, path: str) -> list[str]:
+def read_file(image: str, path: str) -> list[str]:
     """Whitespace-separated words of a file in the image (as nobody)."""
     out = subprocess.run(
-        [engine.docker(), "run", "--rm", "--user", "65534", tag, "cat", path],
+        [engine.docker(), "run", "--rm", "--user", "65534", image, "cat", path],
         capture_output=True,
         text=True,
     )

@@ -152,7 +152,8 @@ def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
         manifest = {}
     conv = manifest.setdefault("conversion", {})
     conv.setdefault("seconds", {}).update(phases)
-    conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
+    if art.meta.is_file():  # written with the squashfs (not there for a docker-archive alone)
+        conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
     path.write_text(json.dumps(manifest, indent=2) + "\n")
 
 

@@ -31,7 +31,7 @@ def check_table(where: Path | str, table: str, data: object, fields: dict[str, F
         raise KitError(f"{prefix} must be a table, got {type(data).__name__}")
     for key, value in data.items():
         if key not in fields:
-            raise KitError(f"{prefix} unknown key '{key}' (known: {', '.join(sorted(fields))})")
+            raise KitError(f"{prefix} unknown key {key!r} (known: {', '.join(sorted(fields))})")
         check_value(f"{prefix} {key}", value, fields[key])
     return data
 

@@ -130,3 +130,12 @@ def test_label_pass_reuses_the_first_builds_cache():
         "KIT_PIP_PACKAGES=c==3",
         "/repo",
     ]
+
+
+def test_first_pass_is_untagged_until_the_labels_are_in():
+    """A `kit run` beside the build must not find the tag on the unlabelled image."""
+    argv = ["docker", "build", "--progress=plain", "-t", "kit/x:1-cpu", "-f", "D", "/repo"]
+    assert build.untagged_argv(argv, Path("/tmp/b/image-id")) == [
+        *("docker", "build", "--progress=plain", "--iidfile", "/tmp/b/image-id"),
+        *("-f", "D", "/repo"),
+    ]

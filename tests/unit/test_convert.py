@@ -78,3 +78,12 @@ def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_pat
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0 and out == b"made\n"
     assert err.decode() == f"waiting for another kit making the conversions ({lock})\n"
+
+
+def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path):
+    """`kit convert --to docker-archive` (or Podman's first run) on a new digest: no
+    squashfs, so no compression to record, and no error for its missing metadata."""
+    art = convert.Artifacts("sha256:0123", tmp_path)
+    convert._record_phases(art, {"docker-archive": 10.6})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest == {"conversion": {"seconds": {"docker-archive": 10.6}}}
