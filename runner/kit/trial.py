@@ -111,6 +111,11 @@ def marked(marker: str) -> list[int]:
     return pids
 
 
+# Mount daemons that Apptainer starts and must stop itself (see Tree.stop_orphaned_mounts).
+MOUNT_DAEMONS = frozenset({"squashfuse", "squashfuse_ll"})
+ORPHAN_GRACE_S = 5.0  # Apptainer's own clean-up waits 1 s for the daemon, then ends it
+
+
 def _stat(pid: int) -> tuple[int, str] | None:
     """(parent pid, start time) of pid, or None once it is gone or a zombie."""
     try:
@@ -120,6 +125,13 @@ def _stat(pid: int) -> tuple[int, str] | None:
     return None if fields[0] == "Z" else (int(fields[1]), fields[19])
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 class Tree(threading.Thread):
     """Remembers every process that descends from root while the trial runs."""
 
@@ -127,6 +139,10 @@ class Tree(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.every_s = root, every_s
         self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
+        self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
+        self.orphaned: dict[int, float] = {}  # mount daemon -> when its parent was found gone
+        self.stopped: set[int] = set()
+        self.root_start = st[1] if (st := _stat(root)) else None
         self.done = threading.Event()
 
     def scan(self) -> None:
@@ -136,14 +152,43 @@ class Tree(threading.Thread):
                 children.setdefault(st[0], []).append(int(entry.name))
         todo = [self.root, *self.seen]
         while todo:
-            for child in children.get(todo.pop(), []):
+            parent = todo.pop()
+            for child in children.get(parent, []):
                 if child not in self.seen and (st := _stat(child)):
                     self.seen[child] = st[1]
+                    self.parent[child] = (parent, self.seen.get(parent, self.root_start))
                     todo.append(child)
+
+    def stop_orphaned_mounts(self) -> None:
+        """Apptainer stops the squashfuse daemon it started when its container ends. If that
+        Apptainer process dies first (seen here under load), the daemon lives on alone in
+        its mount namespace, still holding the rank's output pipes, and mpirun waits on them
+        until the trial's timeout. A daemon whose parent has been gone ORPHAN_GRACE_S serves
+        no container: it is stopped, and the trial goes on."""
+        now = time.monotonic()
+        for pid, (parent, started) in list(self.parent.items()):
+            alive = _stat(pid)
+            name = _comm(pid)
+            if pid in self.stopped or not alive or alive[1] != self.seen[pid]:
+                continue
+            parent_st = _stat(parent)
+            if name not in MOUNT_DAEMONS or (parent_st and parent_st[1] == started):
+                continue
+            if now - self.orphaned.setdefault(pid, now) >= ORPHAN_GRACE_S:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+                self.stopped.add(pid)
+                print(
+                    f"kit: stopped {name} (pid {pid}): the Apptainer that started it exited "
+                    "without stopping it",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def run(self) -> None:
         while not self.done.wait(self.every_s):
             self.scan()
+            self.stop_orphaned_mounts()
 
     def alive(self) -> list[int]:
         return [pid for pid, start in self.seen.items() if (st := _stat(pid)) and st[1] == start]

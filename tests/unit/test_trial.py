@@ -118,3 +118,37 @@ def test_parse_result_takes_last_bench_record():
     )
     assert trial.parse_result(text) == {"schema": "kit.bench/2", "a": 2}
     assert trial.parse_result("{not json\n") is None
+
+
+# The launcher starts a mount daemon through a parent that exits a second later (as an
+# Apptainer that died before stopping its squashfuse_ll), then waits for the daemon, as
+# mpirun waits for the pipes such a daemon holds. Without kit stopping it: the timeout.
+ORPHAN = r"""
+( "$1" 300 & echo $! > "$2"; sleep 1 )
+while [ -d /proc/$(cat "$2") ] && ! grep -q '^State:.*Z' /proc/$(cat "$2")/status; do
+  sleep 0.2
+done
+"""
+
+
+def test_a_mount_daemon_left_by_a_dead_apptainer_is_stopped(tmp_path):
+    daemon = tmp_path / "squashfuse_ll"
+    daemon.symlink_to("/bin/sleep")  # its name (comm) is the link's
+    t0 = time.monotonic()
+    out = trial.run(
+        ["sh", "-c", ORPHAN, "sh", str(daemon), str(tmp_path / "pid")],
+        dict(os.environ),
+        60,
+        "kit-test-orphan",
+        lambda: None,
+    )
+    assert out.exit_code == 0, out.status
+    assert trial.ORPHAN_GRACE_S + 1 <= time.monotonic() - t0 < trial.ORPHAN_GRACE_S + 10
+
+
+def test_a_mount_daemon_whose_apptainer_lives_is_left_alone(tmp_path):
+    daemon = tmp_path / "squashfuse_ll"
+    daemon.symlink_to("/bin/sleep")
+    argv = ["sh", "-c", '"$1" 6; true', "sh", str(daemon)]  # its parent waits for it
+    out = trial.run(argv, dict(os.environ), 60, "kit-test-kept", lambda: None)
+    assert out.exit_code == 0 and out.wall_s >= 6
