@@ -167,12 +167,11 @@ class Tree(threading.Thread):
         no container: it is stopped, and the trial goes on."""
         now = time.monotonic()
         for pid, (parent, started) in list(self.parent.items()):
-            alive = _stat(pid)
-            name = _comm(pid)
-            if pid in self.stopped or not alive or alive[1] != self.seen[pid]:
+            # Cheapest test first: this runs every scan, beside the measurement.
+            if pid in self.stopped or ((st := _stat(parent)) and st[1] == started):
                 continue
-            parent_st = _stat(parent)
-            if name not in MOUNT_DAEMONS or (parent_st and parent_st[1] == started):
+            alive = _stat(pid)
+            if not alive or alive[1] != self.seen[pid] or (name := _comm(pid)) not in MOUNT_DAEMONS:
                 continue
             if now - self.orphaned.setdefault(pid, now) >= ORPHAN_GRACE_S:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
