@@ -77,7 +77,7 @@ class Options:
     timeout: float = 600.0
     mpirun: str | None = None
     runtime_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    bench_args: list[str] = dataclasses.field(default_factory=list)
+    bench_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by bench
     data_dir: str | None = None  # host folder of the real-data set, bound into containers
     site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
 
@@ -94,7 +94,7 @@ def program(
         argv += ["--steps", str(opts.steps), "--warmup", str(opts.warmup_steps)]
         if c.data == "real":
             argv += ["--data", "real", "--data-dir", data_dir]
-    return [*argv, *opts.bench_args, "--launch-time", launch]
+    return [*argv, *opts.bench_args.get(c.bench, []), "--launch-time", launch]
 
 
 def status(outcome: trial.Outcome) -> str:
@@ -388,7 +388,7 @@ def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Plann
         batch_size=c.batch_size,
         ranks=c.ranks,
         data=c.data,
-        bench_args=opts.bench_args,
+        bench_args=opts.bench_args.get(c.bench, []),
         steps=opts.steps,
         warmup_steps=opts.warmup_steps,
         launcher=ctx.launcher.label(rt, c.ranks),

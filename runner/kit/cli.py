@@ -366,8 +366,9 @@ def parser() -> argparse.ArgumentParser:
         "--bench-arg",
         action="append",
         default=[],
-        metavar="ARG",
-        help="pass ARG to the benchmark, e.g. --bench-arg=--precision=bf16 (repeatable)",
+        metavar="[BENCH:]ARG",
+        help="pass ARG to every benchmark, e.g. --bench-arg=--precision=bf16, or to one "
+        "only, e.g. --bench-arg=mpi:--time-per-size=0.05 (repeatable)",
     )
     s.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
     s.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")

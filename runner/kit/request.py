@@ -124,6 +124,30 @@ def _runtime_args(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str
     return out
 
 
+def _bench_args(specs: list[str], wanted: list[str], min_time: float) -> dict[str, list[str]]:
+    """Each benchmark's pass-through options: ARG goes to every benchmark, BENCH:ARG to
+    that one only (a campaign of torch-cnn and the MPI sweep can shorten the sweep alone),
+    --min-time to the training benchmarks (a sweep has no steps to lengthen)."""
+    out: dict[str, list[str]] = {b: [] for b in wanted}
+    for spec in specs:
+        name, sep, arg = spec.partition(":")
+        if not (sep and name in benches.BENCHES):
+            for b in wanted:
+                out[b].append(spec)
+        elif not arg:
+            raise KitError(f"--bench-arg '{spec}' must be BENCH:ARG, e.g. mpi:--max-bytes=65536")
+        elif name not in wanted:
+            listed = ",".join(wanted)
+            raise KitError(f"--bench-arg '{spec}' names '{name}', not in --bench {listed}")
+        else:
+            out[name].append(arg)
+    if min_time:
+        for b in wanted:
+            if not benches.is_sweep(b):
+                out[b] += ["--min-time", f"{min_time:g}"]
+    return out
+
+
 def _benchmarks(q: RunRequest, r: Recipe) -> tuple[list[str], list[str], list[str]]:
     """The benchmarks, models and data modes asked for, each known to the image."""
     wanted = names("--bench", q.bench) if q.bench else [r.benchmarks[0]]
@@ -209,7 +233,7 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     if q.resume and q.out is None and not plan_only:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     data_dir = None if plan_only else _data_dir(q, data)
-    bench_args = [*q.bench_arg, *(["--min-time", f"{q.min_time:g}"] if q.min_time else [])]
+    bench_args = _bench_args(q.bench_arg, wanted, q.min_time)
     opts = campaign.Options(
         q.steps, q.warmup_steps, q.timeout, q.mpirun, runtime_args, bench_args, data_dir, site
     )

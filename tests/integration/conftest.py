@@ -35,6 +35,20 @@ def kit(
     return p
 
 
+# The sweeps' timed part per message size, shortened: the tests check each sweep's shape
+# and reach, not its figures (defaults: mpi 0.2 s, grpc 0.05 s; about 100 s of the run).
+SWEEP_TIME = {"mpi": "0.05", "grpc": "0.01"}
+
+
+def short_sweeps(benches: str) -> list[str]:
+    """`kit run` options that shorten each sweep among `benches` (bench-scoped)."""
+    return [
+        f"--bench-arg={b}:--time-per-size={SWEEP_TIME[b]}"
+        for b in benches.split(",")
+        if b in SWEEP_TIME
+    ]
+
+
 @pytest.fixture(scope="session")
 def ready() -> None:
     if os.geteuid() == 0:

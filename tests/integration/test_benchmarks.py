@@ -16,7 +16,7 @@ import pytest
 
 from kit import trial
 
-from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit
+from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit, short_sweeps
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) ->
     kit(
         *("run", image, "--runtime", runtimes, "--bench", benches, "--np", "1,2"),
         *("--repeats", "1", "--warmup-trials", "0", "--steps", "6", "--warmup-steps", "1"),
-        *("--timeout", "240", "--out", str(out), *extra),
+        *("--timeout", "240", "--out", str(out), *short_sweeps(benches), *extra),
         timeout=5400,
     )
     return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]

@@ -11,7 +11,7 @@ import json
 import kitbench
 import pytest
 
-from .conftest import kit, leftovers
+from .conftest import kit, leftovers, short_sweeps
 from .test_benchmarks import check_sweep
 from .test_slurm import SITE
 
@@ -25,7 +25,7 @@ def matrix(runtimes: str, out, *extra: str, sane: bool = True) -> list[dict]:
     kit(
         *("run", "pytorch-openmpi", "--runtime", runtimes, "--bench", "torch-cnn,mpi"),
         *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
-        *("--timeout", "180", "--out", str(out), *extra),
+        *("--timeout", "180", "--out", str(out), *short_sweeps("mpi"), *extra),
         timeout=3600,
     )
     recs = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]

@@ -7,7 +7,7 @@ from pathlib import Path
 import kitbench
 import pytest
 
-from .conftest import kit
+from .conftest import kit, short_sweeps
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def matrix(out, *extra: str) -> list[str]:
     return [
         *("run", "pytorch-mpich", "--runtime", RUNTIMES, "--bench", "torch-cnn,mpi"),
         *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
-        *("--out", str(out), *extra),
+        *("--out", str(out), *short_sweeps("mpi"), *extra),
     ]
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kit import analysis, benches, campaign, paths, results
+from kit import analysis, benches, campaign, cli, paths, request, results
 from kit.errors import KitError
 
 from .records import record
@@ -65,7 +65,8 @@ def test_configs_product_and_mpi_sweep_takes_ranks_only():
 
 
 def test_program_argv_per_benchmark():
-    opts = campaign.Options(steps=10, warmup_steps=2, bench_args=["--precision=bf16"])
+    args = {"torch-hvd": ["--precision=bf16"], "mpi": ["--time-per-size=0.05"]}
+    opts = campaign.Options(steps=10, warmup_steps=2, bench_args=args)
     real = campaign.Config("torch-hvd", "resnet50", 16, 2, "real")
     assert campaign.program("py", "/b", real, opts, "/mnt", "100.000000") == [
         "py", "/b/torch_cnn.py", "--dist", "horovod", "--model", "resnet50",
@@ -73,9 +74,24 @@ def test_program_argv_per_benchmark():
         "--data-dir", "/mnt", "--precision=bf16", "--launch-time", "100.000000",
     ]  # fmt: skip
     sweep = campaign.Config("mpi", "-", 0, 2)
+    assert campaign.program("py", "/b", sweep, opts, "", "100.000000") == [
+        "py", "/b/mpi_bench.py", "--time-per-size=0.05", "--launch-time", "100.000000",
+    ]  # fmt: skip
     assert campaign.program("py", "/b", sweep, campaign.Options(), "", "100.000000") == [
         "py", "/b/mpi_bench.py", "--launch-time", "100.000000",
     ]  # fmt: skip
+
+
+def test_bench_args_go_to_every_benchmark_or_the_one_named():
+    a = cli.parser().parse_args(
+        ["run", "horovod-mpich", "--bench", "tf-cnn,mpi", "--min-time", "2", "--dry-run",
+         "--bench-arg=--x=1", "--bench-arg=mpi:--max-bytes=64", "--bench-arg=a:b"]
+    )  # fmt: skip
+    c = request.check(request.RunRequest.of(a), plan_only=True)
+    assert c.opts.bench_args == {
+        "tf-cnn": ["--x=1", "a:b", "--min-time", "2"],  # a sweep has no steps to lengthen
+        "mpi": ["--x=1", "--max-bytes=64", "a:b"],
+    }
 
 
 def test_out_of_memory_is_a_result_whoever_reports_it():

@@ -47,6 +47,8 @@ def kit(*args, env=None):
             "--precision compares every arm with native: add native to --runtime",
         ),
         (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1.0 must be"),
+        (["run", "pytorch-mpich", "--bench-arg=mpi:--x", "--dry-run"], "names 'mpi', not in"),
+        (["run", "pytorch-mpich", "--bench-arg=mpi:", "--dry-run"], "'mpi:' must be BENCH:ARG"),
         (["run", "pytorch-mpich", "--out", "/proc/version"], "--out '/proc/version' is a file"),
     ],
 )
