@@ -147,7 +147,8 @@ def mpi_select(r: Recipe) -> Shell:
 def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     options = [a for a in args if a.startswith("--")]
     packages = [a for a in args if not a.startswith("--")]
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (("MPICC", r.mpi.spec.mpicc), *env))
+    settings = (("MPICC", r.mpi.spec.mpicc), ("CFLAGS", "-g0"), *env)  # -g0: see NO_DEBUG_INFO
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings)
     return (
         f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"
         ' ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
@@ -169,11 +170,28 @@ def python_env(r: Recipe) -> Shell:
     return Shell(tuple(commands), secret=True)
 
 
+# What pip compiles carries no debug information: no benchmark reads it, and it was a
+# quarter of each compile here (mpi4py 3.1.4: 34 s -> 26 s, wheel 2.9 MB -> 0.6 MB, with
+# CFLAGS=-g0; Horovod 0.28.1: 229 s -> 166 s, wheel 35.5 MB -> 1.9 MB). CMake builds in
+# release-with-debug-info mode (Horovod's setup.py asks for it, and puts its -g after
+# CFLAGS) keep that mode's optimisation through a toolchain file without -g.
+RELEASE_CMAKE = f"{PREFIX}/release.cmake"
+NO_DEBUG_INFO = tuple(
+    f'set(CMAKE_{lang}_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")'
+    for lang in ("C", "CXX", "CUDA")
+)
+
+
 def compile_wheels(r: Recipe) -> Shell:
-    """Builder stage: compile the `compile` packages into wheels against the frameworks."""
+    """Builder stage: compile the `compile` packages into wheels against the frameworks,
+    CMake projects through a toolchain file that leaves debug information out."""
     assert r.compile is not None
     args = [f"--wheel-dir={WHEELS}", *r.compile_args()]
-    return Shell((TRUST_CA, _pip(r, "wheel", args, r.compile.env)), secret=True)
+    toolchain = "printf '%s\\n' " + " ".join(shlex.quote(x) for x in NO_DEBUG_INFO)
+    env = (("CMAKE_TOOLCHAIN_FILE", RELEASE_CMAKE), *r.compile.env)
+    return Shell(
+        (TRUST_CA, f"{toolchain} > {RELEASE_CMAKE}", _pip(r, "wheel", args, env)), secret=True
+    )
 
 
 def install_wheels(r: Recipe) -> tuple[Copy, Shell]:

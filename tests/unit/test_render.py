@@ -49,11 +49,11 @@ RUN update-alternatives --set mpi /usr/bin/mpicc.openmpi && \\
 RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
 if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi && \\
     python3 -m venv --system-site-packages /opt/kit/venv && \\
-    MPICC=mpicc.openmpi /opt/kit/venv/bin/pip install --no-cache-dir \
+    MPICC=mpicc.openmpi CFLAGS=-g0 /opt/kit/venv/bin/pip install --no-cache-dir \
 ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
         setuptools==70.3.0 && \\
-    MPICC=mpicc.openmpi /opt/kit/venv/bin/pip install --no-cache-dir --no-build-isolation \
---no-binary=mpi4py ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
+    MPICC=mpicc.openmpi CFLAGS=-g0 /opt/kit/venv/bin/pip install --no-cache-dir \
+--no-build-isolation --no-binary=mpi4py ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
         mpi4py==3.1.4
 RUN mkdir -p /opt/kit && \\
     dpkg-query -W -f='${Package}=${Version}\\n' > /opt/kit/apt-packages.txt && \\
@@ -192,8 +192,13 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
     shared = APT_UPDATE.join(builder.split("\n", 1)[1].split(APT_UPDATE)[:3])
     assert final.split("\n", 1)[1].startswith(shared) and "--system-site-packages" in shared
     assert "g++=4:12.2.0-3" in builder and "g++" not in final
-    assert (
-        "    MPICC=mpicc.openmpi HOROVOD_WITH_MPI=1 /opt/kit/venv/bin/pip wheel "
+    assert (  # no debug information: CFLAGS for setuptools, a toolchain file for CMake
+        "    printf '%s\\n' 'set(CMAKE_C_FLAGS_RELWITHDEBINFO \"-O2 -DNDEBUG\" CACHE STRING \"\")' "
+        '\'set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")\' '
+        '\'set(CMAKE_CUDA_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")\' '
+        "> /opt/kit/release.cmake && \\\n"
+        "    MPICC=mpicc.openmpi CFLAGS=-g0 CMAKE_TOOLCHAIN_FILE=/opt/kit/release.cmake "
+        "HOROVOD_WITH_MPI=1 /opt/kit/venv/bin/pip wheel "
         "--wheel-dir=/opt/kit/wheels --no-cache-dir --no-build-isolation --no-deps "
         '--no-binary=horovod ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
         "        horovod==0.28.1\n"
