@@ -147,7 +147,7 @@ def mpi_select(r: Recipe) -> Shell:
 def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     options = [a for a in args if a.startswith("--")]
     packages = [a for a in args if not a.startswith("--")]
-    settings = (("MPICC", r.mpi.spec.mpicc), ("CFLAGS", "-g0"), *env)  # -g0: see NO_DEBUG_INFO
+    settings = (("MPICC", r.mpi.spec.mpicc), *NO_DEBUG_ENV, *env)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings)
     return (
         f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"
@@ -175,6 +175,7 @@ def python_env(r: Recipe) -> Shell:
 # CFLAGS=-g0; Horovod 0.28.1: 229 s -> 166 s, wheel 35.5 MB -> 1.9 MB). CMake builds in
 # release-with-debug-info mode (Horovod's setup.py asks for it, and puts its -g after
 # CFLAGS) keep that mode's optimisation through a toolchain file without -g.
+NO_DEBUG_ENV = (("CFLAGS", "-g0"),)
 RELEASE_CMAKE = f"{PREFIX}/release.cmake"
 NO_DEBUG_INFO = tuple(
     f'set(CMAKE_{lang}_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")'

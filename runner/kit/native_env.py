@@ -18,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 from . import engine
-from .blocks import WHEELS
+from .blocks import NO_DEBUG_ENV, NO_DEBUG_INFO, WHEELS
 from .errors import KitError
 from .paths import cache_dir, exclusive
 from .proc import stream
 from .recipes import Recipe
 
 HOST_PYTHON = "/usr/bin/python3"
-BUILD = 2  # how the venv is made; part of its fingerprint, so a change rebuilds it
+BUILD = 3  # how the venv is made; part of its fingerprint, so a change rebuilds it
 
 
 def host_versions(names: list[str]) -> dict[str, str | None]:
@@ -112,10 +112,12 @@ def compile_into(recipe: Recipe, python: Path, env: dict[str, str], tag: str) ->
             pip = ["--no-cache-dir", "--no-deps", "--no-index", *wheels]
             stream([str(python), "-m", "pip", "install", *pip], "pip install (image wheels)")
             return f"wheels of {tag} {image}"
+    toolchain = python.parent.parent / "release.cmake"  # as the image's builder writes it
+    toolchain.write_text("\n".join(NO_DEBUG_INFO) + "\n")
     stream(
         [str(python), "-m", "pip", "install", *recipe.compile_args()],
         "compile (native)",
-        env={**env, **dict(recipe.compile.env)},
+        env={**env, "CMAKE_TOOLCHAIN_FILE": str(toolchain), **dict(recipe.compile.env)},
     )
     return "compiled on this host"
 
@@ -158,7 +160,7 @@ def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     stream([HOST_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], "native venv")
-    env = {**os.environ, "MPICC": recipe.mpi.spec.mpicc}
+    env = {**os.environ, "MPICC": recipe.mpi.spec.mpicc, **dict(NO_DEBUG_ENV)}  # as the image's
     env["PATH"] = f"{flavour_bin(recipe, venv)}:{env.get('PATH', '')}"
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
