@@ -170,7 +170,7 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
     per_round = spent / max(rounds_done, 1)
     if spent + per_round > t.budget_s:
         return (
-            f"budget {t.budget_s / 60:.0f} min spent after {rounds_done} rounds, precision "
+            f"budget {t.budget_s / 60:.3g} min spent after {rounds_done} rounds, precision "
             f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
         )
     return None
@@ -306,7 +306,7 @@ def execute(
     else:
         plan_text = (
             f"{design.per_round} trials a round until every comparison is within "
-            f"±{design.target.precision:.1%} or {design.target.budget_s / 60:.0f} min are "
+            f"±{design.target.precision:.1%} or {design.target.budget_s / 60:.3g} min are "
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)

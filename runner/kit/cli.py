@@ -187,7 +187,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         if target := c.design.target:
             print(
                 f"then a round at a time until every comparison is within "
-                f"±{target.precision:.1%} or {target.budget_s / 60:.0f} min are spent"
+                f"±{target.precision:.1%} or {target.budget_s / 60:.3g} min are spent"
             )
         return
     if a.emit:

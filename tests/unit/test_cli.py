@@ -92,12 +92,13 @@ def test_dry_run_interleaves_with_warmup_first():
     assert not any("warm-up" in x for x in lines[4:])
 
 
-def test_precision_dry_run_says_how_it_ends():
+@pytest.mark.parametrize("budget, said", [("20m", "20 min"), ("90s", "1.5 min")])
+def test_precision_dry_run_says_how_it_ends(budget, said):
     p = kit("run", "pytorch-mpich", "--runtime", "native,docker", "--precision", "2%",
-            "--budget", "20m", "--repeats", "3", "--dry-run")  # fmt: skip
+            "--budget", budget, "--repeats", "3", "--dry-run")  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[-1] == (
-        "then a round at a time until every comparison is within ±2.0% or 20 min are spent"
+        f"then a round at a time until every comparison is within ±2.0% or {said} are spent"
     )
 
 

@@ -48,7 +48,7 @@ def test_stops_when_the_next_round_would_overrun_the_budget():
     d = design(campaign.Target(0.02, 100))
     noisy = rounds_of(random.Random(1), 12, 0.10, wall=4.0)  # 96 s spent, 8 s a round
     assert campaign.stop_reason(d, noisy, 12).startswith(
-        "budget 2 min spent after 12 rounds, precision ±2.0% not reached (docker ±"
+        "budget 1.67 min spent after 12 rounds, precision ±2.0% not reached (docker ±"
     )
 
 
