@@ -21,16 +21,16 @@ CPUS = 0.5  # the injected slowdown: a CFS quota of half a core on the docker ar
 def campaign(built, tmp_path_factory) -> Path:
     """native, a second native arm, and docker under a CPU quota; one thread per rank, so
     the quota should halve docker's throughput. Precision-targeted: rounds are added after
-    the first 9 (enough for a 99 % report) until both comparisons are within ±5 % or 90 s
-    are spent (so about the first 9 rounds, 100 s)."""
+    the first 9 (enough for a 99 % report) until both comparisons are within ±5 % or 2
+    minutes are spent (about 11-13 rounds here)."""
     out = tmp_path_factory.mktemp("stats") / "campaign"
     # Short trials: a launch's own offset (up to +-30 % for this model here) does not shrink
     # with its length, so the budget buys more launches instead.
     args = run_args("native,native@b,docker", out, np="1", repeats="9", steps="100", warmups="1")
-    args += ["--runtime-arg", f"docker:--cpus={CPUS}", "--precision", "5%", "--budget", "90s"]
+    args += ["--runtime-arg", f"docker:--cpus={CPUS}", "--precision", "5%", "--budget", "2m"]
     p = kit(*args, env={**os.environ, "OMP_NUM_THREADS": "1"})
     last = p.stderr.strip().splitlines()[-1]
-    assert "precision ±5.0% reached after" in last or "budget 1.5 min spent after" in last, last
+    assert "precision ±5.0% reached after" in last or "budget 2 min spent after" in last, last
     # a verdict judged on fewer trials than were run would hide a failure: none may fail
     recs = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     assert [r for r in recs if r["status"] != "ok"] == []
@@ -52,8 +52,9 @@ def test_a_a_campaign_finds_no_difference(campaign):
     b = arms(campaign, "--confidence", "0.99")["native@b"]
     assert b["verdict"] == "no significant difference", b
     assert b["ratio"]["low"] <= 1 <= b["ratio"]["high"]
-    # This VM's launches of this model scatter by up to +-30 %: 9 rounds resolved 13 % and
-    # 27 % at 99 % in two CI runs here, 11 and 13 rounds 13 % and 19 % (a noisier host: more)
+    # This VM's launches of this model scatter by up to +-30 %: 11 and 13 rounds resolved
+    # 13 % and 19 % at 99 % in two CI runs here; 9 rounds 13 %, 27 % and once 45 %, too
+    # close to the bound, so the campaign keeps its 2 minutes (a noisier host: more)
     assert 0 < b["detectable"] < 0.5, b["detectable"]
 
 
