@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import analysis, benches, launchers, load, results, slurm, stats, trial
+from . import analysis, benches, launchers, load, results, slurm, stats, trial, units
 from .errors import KitError
 from .recipes import Recipe
 from .record import SCHEMA as TRIAL_SCHEMA
@@ -170,7 +170,7 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
     per_round = spent / max(rounds_done, 1)
     if spent + per_round > t.budget_s:
         return (
-            f"budget {t.budget_s / 60:.3g} min spent after {rounds_done} rounds, precision "
+            f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
             f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
         )
     return None
@@ -306,7 +306,7 @@ def execute(
     else:
         plan_text = (
             f"{design.per_round} trials a round until every comparison is within "
-            f"±{design.target.precision:.1%} or {design.target.budget_s / 60:.3g} min are "
+            f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} are "
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)

@@ -167,7 +167,7 @@ def _run_preset(a: argparse.Namespace) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, request
+    from . import campaign, request, units
 
     if a.preset is not None:
         _run_preset(a)
@@ -187,7 +187,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         if target := c.design.target:
             print(
                 f"then a round at a time until every comparison is within "
-                f"±{target.precision:.1%} or {target.budget_s / 60:.3g} min are spent"
+                f"±{target.precision:.1%} or {units.minutes(target.budget_s)} are spent"
             )
         return
     if a.emit:

@@ -28,3 +28,8 @@ def duration(flag: str, text: str) -> float:
     if not 0 < seconds < math.inf:
         raise KitError(f"{flag} '{text}' must be a positive duration, e.g. 30m, 90s or 1h")
     return seconds
+
+
+def minutes(seconds: float) -> str:
+    """A budget as it was given: 90 s -> '1.5 min', 1200 s -> '20 min', 100 s -> '1.67 min'."""
+    return f"{round(seconds / 60, 2):g} min"

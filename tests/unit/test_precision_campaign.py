@@ -85,3 +85,8 @@ def test_number_parsers_give_a_value_or_a_kit_error(text):
             assert str(e).startswith(f"--x '{text}' must be")
         else:
             assert low < value < high
+
+
+def test_a_budget_is_said_as_it_was_given():
+    said = [units.minutes(units.duration("--budget", t)) for t in ("90s", "20m", "100", "24h")]
+    assert said == ["1.5 min", "20 min", "1.67 min", "1440 min"]
