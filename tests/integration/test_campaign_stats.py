@@ -22,7 +22,7 @@ def campaign(built, tmp_path_factory) -> Path:
     """native, a second native arm, and docker under a CPU quota; one thread per rank, so
     the quota should halve docker's throughput. Precision-targeted: rounds are added after
     the first 9 (enough for a 99 % report) until both comparisons are within ±5 % or 2
-    minutes are spent (about 11-13 rounds here)."""
+    minutes are spent (11-14 rounds in the CI runs here)."""
     out = tmp_path_factory.mktemp("stats") / "campaign"
     # Short trials: a launch's own offset (up to +-30 % for this model here) does not shrink
     # with its length, so the budget buys more launches instead.
