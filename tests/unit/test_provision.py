@@ -21,10 +21,14 @@ def machine(tmp_path: Path, on_path: dict[str, str], dpkg: set[str]) -> dict[str
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, line in {**on_path, "dpkg-query": ""}.items():
-        body = f'echo "{line}"' if name != "dpkg-query" else (
-            'for p; do :; done\n'
-            f'case " {" ".join(sorted(dpkg))} " in *" $p "*) printf "install ok installed";; '
-            '*) exit 1;; esac'
+        body = (
+            f'echo "{line}"'
+            if name != "dpkg-query"
+            else (
+                "for p; do :; done\n"
+                f'case " {" ".join(sorted(dpkg))} " in *" $p "*) printf "install ok installed";; '
+                "*) exit 1;; esac"
+            )
         )
         tool = bin_dir / name
         tool.write_text(f"#!{SH}\n{body}\n")
@@ -35,7 +39,10 @@ def machine(tmp_path: Path, on_path: dict[str, str], dpkg: set[str]) -> dict[str
 def asked_for(env: dict[str, str], *args: str) -> tuple[set[str], str]:
     out = subprocess.run(
         [BASH, str(PROVISION), *args, "--print-packages"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     install = next(line for line in out.splitlines() if line.strip().startswith("install:"))
     return set(install.split(":", 1)[1].split()), out
@@ -79,8 +86,10 @@ def test_demo_provisioning_asks_for_no_node(tmp_path, purpose):
 
 def test_unknown_arguments_are_refused_in_one_line(tmp_path):
     run = subprocess.run(
-        [BASH, str(PROVISION), "--for", "nodes"], env={"PATH": os.defpath},
-        capture_output=True, text=True,
+        [BASH, str(PROVISION), "--for", "nodes"],
+        env={"PATH": os.defpath},
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2 and run.stderr.count("\n") == 1
     assert "unknown arguments '--for nodes'" in run.stderr
