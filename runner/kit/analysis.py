@@ -70,6 +70,7 @@ class Arm:
     verdict: str = ""
     precision: str = ""  # with a precision target: "reached" or "not reached (±x%)"
     against: str = ""  # the arm its ratio is over ("" for the baseline itself)
+    disturbed: list[int] = field(default_factory=list)  # trials (index) left out: other load
     loss: list[float] = field(default_factory=list)  # median loss per timed step
     load: dict = field(default_factory=dict)  # what the host did during its trials
 
@@ -222,9 +223,35 @@ def rates(rs: list[dict]) -> list[float]:
 
 
 def _by_round(rs: list[dict]) -> dict[tuple, float]:
-    """The metric per (campaign, round): the pairing key of a round-interleaved campaign."""
+    """The metric per (campaign, round), the pairing key of a round-interleaved campaign:
+    the geometric mean where the arm ran more than once in the round (the baseline)."""
+    logs: dict[tuple, list[float]] = defaultdict(list)
     paired = [r for r in rs if isinstance(r.get("repeat"), int)]
-    return {(r["campaign"], r["repeat"]): x for r, x in zip(paired, rates(paired), strict=True)}
+    for r, x in zip(paired, rates(paired), strict=True):
+        logs[(r["campaign"], r["repeat"])].append(math.log(x))
+    return {k: math.exp(statistics.fmean(v)) for k, v in logs.items()}
+
+
+def _undisturbed(by_rt: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The group's trials less those stats.disturbed names (other load slowed them), each
+    arm's left-out trial indices kept on the side for the report."""
+    cells = [
+        (rt, (r["campaign"], r["repeat"]), math.log(x))
+        for rt, rs in by_rt.items()
+        for r, x in zip(rs, rates(rs), strict=True)
+        if isinstance(r.get("repeat"), int) and x > 0
+    ]
+    flagged = stats.disturbed(cells)
+    out: dict[str, list[dict]] = {}
+    k = 0
+    for rt, rs in by_rt.items():
+        out[rt] = []
+        for r, x in zip(rs, rates(rs), strict=True):
+            paired = isinstance(r.get("repeat"), int) and x > 0
+            if not (paired and k in flagged):
+                out[rt].append(r)
+            k += paired
+    return out
 
 
 def _same_software(arm: Arm, ref: Arm) -> bool:
@@ -251,8 +278,11 @@ def _compare(
     arm.against = ref.runtime
     mine, theirs = _by_round(rs), _by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
-    if len(pairs) >= stats.min_n(each):
-        arm.ratio, arm.method = stats.paired_ratio(pairs, each), f"paired ({len(pairs)} rounds)"
+    if pairs:  # a round-interleaved campaign: too few rounds is "too few", not unpaired
+        launches = len(ref_rs) / max(len(theirs), 1)
+        times = f", {ref.runtime} x{launches:.2g} a round" if launches > 1.05 else ""
+        arm.ratio = stats.paired_ratio(pairs, each)
+        arm.method = f"paired ({len(pairs)} rounds{times})"
     else:
         arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
     arm.half_width = stats.half_width(arm.ratio)
@@ -376,10 +406,14 @@ def summarise(
             f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
         )
     groups = []
+    clean = {key: _undisturbed(by_rt) for key, by_rt in by_key.items()}
     for key, by_rt in sorted(by_key.items(), key=lambda kv: kv[0].order()):
         order = sorted(by_rt, key=lambda n: (n != ref, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
-        groups.append(Group(key, arms, variance(by_rt)))
+        for arm in arms:
+            kept = {id(r) for r in clean[key][arm.runtime]}
+            arm.disturbed = [r["index"] for r in by_rt[arm.runtime] if id(r) not in kept]
+        groups.append(Group(key, arms, variance(clean[key])))
     family = [
         (g, arm, g.arms[0])
         for g in groups
@@ -398,7 +432,7 @@ def summarise(
                         family.append((g, pair, base))
     each = stats.family_confidence(confidence, len(family))
     for g, arm, base in family:
-        by_rt = by_key[g.key]
+        by_rt = clean[g.key]
         _compare(arm, base, by_rt[arm.runtime], by_rt[base.runtime], each, target)
 
     scaling = []

@@ -5,17 +5,23 @@ so the launch (one trial) is the unit of replication. Throughput is a rate:
 trials are summarised by medians, never by averaging per-trial ratios.
 
 A comparison of two runtime arms uses the campaign's rounds as pairs (every arm
-runs once per round, so drift falls on both): the median of the per-round log
-ratios, with the order-statistic (sign-test) interval, which is exact and
-distribution-free, so heavy-tailed launches cannot make it lie. Where rounds
-cannot be paired, the ratio of medians gets a seeded percentile bootstrap.
-Intervals that are read together as verdicts are Bonferroni-adjusted, so the
-whole report holds at the stated confidence.
+runs in every round, so drift falls on both): the Hodges-Lehmann estimate of the
+per-round log ratios with the Wilcoxon signed-rank interval, exact for any
+symmetric spread of those log ratios and about as narrow as a t interval on
+normal data, where the sign test's [min, max] at ten rounds is two to three times
+wider. Launches that another job slowed by far more than the launch noise (a
+shared node's contamination: 2-7x slower) would drag a rank interval wide, so
+before pairing, `disturbed` names them by a robust two-way fit (arm + round) and
+the comparison leaves them out, saying so. Where rounds cannot be paired, the
+two-sample Hodges-Lehmann shift of the log rates gets the Mann-Whitney interval.
+Intervals read together as verdicts are Bonferroni-adjusted, so the whole report
+holds at the stated confidence. docs/statistics.md argues each choice and shows
+the coverage measured by simulation.
 """
 
 import math
-import random
 import statistics
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cache
 from statistics import NormalDist
@@ -64,33 +70,136 @@ def median_ci(xs: list[float], conf: float = 0.95) -> Interval:
     return Interval(statistics.median(s), s[j], s[len(s) - 1 - j], coverage, conf)
 
 
-def paired_ratio(pairs: list[tuple[float, float]], conf: float = 0.95) -> Interval:
-    """a/b from rounds (a, b): exp of the median per-round log ratio, with the sign-test
-    interval. Symmetric: the ratio b/a gives exactly the reciprocal interval."""
-    iv = median_ci([math.log(a / b) for a, b in pairs], conf)
+@cache
+def _signed_rank_cdf(n: int) -> tuple[float, ...]:
+    """P(W+ <= w) for w = 0 .. n(n+1)/2: the Wilcoxon signed-rank statistic of n values
+    symmetric about the true centre (every sign pattern equally likely)."""
+    return tuple(_cumulative(_signed_rank_pmf(n)))
+
+
+@cache
+def _signed_rank_pmf(n: int) -> tuple[float, ...]:
+    if n == 0:
+        return (1.0,)
+    prev = _signed_rank_pmf(n - 1)
+    pmf = [0.0] * (len(prev) + n)
+    for w, p in enumerate(prev):
+        pmf[w] += p / 2
+        pmf[w + n] += p / 2
+    return tuple(pmf)
+
+
+def _cumulative(pmf: tuple[float, ...]) -> list[float]:
+    out, total = [], 0.0
+    for p in pmf:
+        total += p
+        out.append(total)
+    return out
+
+
+@cache
+def _rank_sum_cdf(m: int, n: int) -> tuple[float, ...]:
+    """P(U <= u) for the Mann-Whitney U of samples of m and n exchangeable values: the
+    coefficients of the Gaussian binomial (m+n choose m) in q, over their sum."""
+    poly = [1]
+    for i in range(1, m + 1):
+        poly = poly + [0] * (n + i)  # times (1 - q^(n+i)), then divided by (1 - q^i)
+        for k in range(len(poly) - 1, n + i - 1, -1):
+            poly[k] -= poly[k - n - i]
+        for k in range(i, len(poly)):
+            poly[k] += poly[k - i]
+        while len(poly) > 1 and poly[-1] == 0:
+            poly.pop()
+    total = math.comb(m + n, m)
+    return tuple(_cumulative(tuple(c / total for c in poly)))
+
+
+def _depth(cdf: tuple[float, ...], conf: float) -> tuple[int, float]:
+    """j and coverage of the narrowest [x_(j), x_(M-1-j)] (0-based, of the M sorted Walsh
+    averages or differences) that covers the centre with probability >= conf; j = 0, with
+    less coverage, when there are too few values for conf."""
+    best, coverage = 0, 1 - 2 * cdf[0]
+    for j in range(1, len(cdf) // 2):
+        c = 1 - 2 * cdf[j]
+        if c < conf - 1e-12:
+            break
+        best, coverage = j, c
+    return best, coverage
+
+
+def shift_ci(d: list[float], conf: float = 0.95) -> Interval:
+    """The centre of d (the Hodges-Lehmann estimate: the median of the Walsh averages
+    (d_i + d_j) / 2, i <= j) with the Wilcoxon signed-rank interval: exact for any
+    continuous distribution symmetric about that centre, at the coverage it reports."""
+    if not d:
+        raise ValueError("no values")
+    n = len(d)
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(n) for j in range(i, n))
+    j, coverage = _depth(_signed_rank_cdf(n), conf)
+    return Interval(statistics.median(walsh), walsh[j], walsh[-1 - j], coverage, conf)
+
+
+def two_sample_shift_ci(x: list[float], y: list[float], conf: float = 0.95) -> Interval:
+    """The shift x - y (Hodges-Lehmann: the median of all differences x_i - y_j) with the
+    Mann-Whitney interval: exact when x and y differ by a shift only."""
+    if not x or not y:
+        raise ValueError("no values")
+    diffs = sorted(a - b for a in x for b in y)
+    m, n = sorted((len(x), len(y)))
+    if m * n <= 10_000:
+        j, coverage = _depth(_rank_sum_cdf(m, n), conf)
+    else:  # the normal approximation of U, far past where it is accurate
+        z = NormalDist().inv_cdf(0.5 + conf / 2)
+        half = z * math.sqrt(m * n * (m + n + 1) / 12)
+        j, coverage = max(0, math.floor(m * n / 2 - half)), conf
+    return Interval(statistics.median(diffs), diffs[j], diffs[-1 - j], coverage, conf)
+
+
+def _exp(iv: Interval) -> Interval:
     return Interval(math.exp(iv.value), math.exp(iv.low), math.exp(iv.high), iv.coverage, iv.wanted)
 
 
-def ratio_ci(
-    a: list[float], b: list[float], conf: float = 0.95, resamples: int = 4000, seed: int = 0
-) -> Interval:
-    """median(a) / median(b) with a percentile-bootstrap interval (seeded), for values
-    that cannot be paired. Marked short when either side has fewer values than a median
-    interval at conf needs; more resamples when conf leaves thin tails."""
+def paired_ratio(pairs: list[tuple[float, float]], conf: float = 0.95) -> Interval:
+    """a/b from rounds (a, b): exp of shift_ci of the per-round log ratios. Symmetric: the
+    ratio b/a gives exactly the reciprocal interval."""
+    return _exp(shift_ci([math.log(a / b) for a, b in pairs], conf))
+
+
+def ratio_ci(a: list[float], b: list[float], conf: float = 0.95) -> Interval:
+    """a/b for values that cannot be paired: exp of the two-sample shift of the log rates,
+    with the Mann-Whitney interval."""
     if not a or not b:
         raise ValueError("no values")
-    tail = (1 - conf) / 2
-    resamples = max(resamples, math.ceil(20 / tail))
-    rng = random.Random(seed)
-    ratios = sorted(
-        statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
-        for _ in range(resamples)
-    )
-    low = ratios[math.floor(tail * (resamples - 1))]
-    high = ratios[math.ceil((1 - tail) * (resamples - 1))]
-    n = min(len(a), len(b))
-    coverage = conf if n >= min_n(conf) else 1 - 2 * 0.5**n
-    return Interval(statistics.median(a) / statistics.median(b), low, high, coverage, conf)
+    return _exp(two_sample_shift_ci([math.log(x) for x in a], [math.log(y) for y in b], conf))
+
+
+DISTURBED_SLOWDOWN = 1.3  # a launch at least this much slower than predicted ...
+DISTURBED_SCALES = 5.0  # ... and by this many robust scales of the launch noise
+
+
+def disturbed(cells: list[tuple[str, Hashable, float]]) -> set[int]:
+    """Which launches another job slowed: positions in `cells` (arm, round, log rate).
+
+    An additive fit, log rate = arm + round, by median polish (a few bad cells do not move
+    it), predicts each launch; one that ran more than DISTURBED_SLOWDOWN times slower than
+    predicted and more than DISTURBED_SCALES robust scales (1.4826 MAD of the residuals)
+    below it is named. Other load only slows a launch, so only slow ones are; a whole
+    round slowed alike moves its round term, not its residuals, and stays. Needs three
+    rounds or more to tell a launch from its round."""
+    rounds = {r for _, r, _ in cells}
+    if len(rounds) < 3:
+        return set()
+    resid = [y for _, _, y in cells]
+    for _ in range(10):
+        for key in (1, 0):  # rounds, then arms
+            groups: dict = {}
+            for i, c in enumerate(cells):
+                groups.setdefault(c[key], []).append(resid[i])
+            centre = {g: statistics.median(v) for g, v in groups.items()}
+            resid = [x - centre[c[key]] for x, c in zip(resid, cells, strict=True)]
+    scale = 1.4826 * statistics.median(abs(x) for x in resid)
+    limit = max(DISTURBED_SCALES * scale, math.log(DISTURBED_SLOWDOWN))
+    return {i for i, x in enumerate(resid) if x < -limit}
 
 
 def family_confidence(conf: float, comparisons: int) -> float:
@@ -130,9 +239,24 @@ def detectable(ratio: Interval, power: float = POWER) -> float | None:
     normal approximation needs d >= (z_conf + z_power) * SE, and SE = half-width /
     z_conf. So "no significant difference" means "no difference larger than this".
     """
-    if ratio.coverage <= 0:  # one trial a side: no spread to judge from
+    if ratio.coverage <= 0 or ratio.high <= ratio.low:  # no spread to judge from
         return None
     z_conf = NormalDist().inv_cdf(1 - (1 - ratio.coverage) / 2)
     z_power = NormalDist().inv_cdf(power)
     half = (ratio.high - ratio.low) / 2 / ratio.value
     return half * (z_conf + z_power) / z_conf
+
+
+LAUNCH_SD = 0.05  # between-launch relative SD assumed when choosing a trial's length: 4-6 %
+# measured on the project's 2-core VMs (docs/statistics.md)
+
+
+def trial_seconds(fixed_s: float, step_s: float, step_cv: float, launch_sd: float) -> float:
+    """The timed length of a trial that narrows a comparison most per minute.
+
+    A launch costs fixed_s (start-up, warm-up steps, exit) plus T timed seconds, and its
+    figure's variance is launch_sd^2 (the launch's own offset, which no length removes)
+    plus step_cv^2 step_s / T (the steps' noise, averaged over T / step_s steps). Width
+    per minute goes as sqrt(variance x cost), least at T = sqrt(fixed_s step_cv^2 step_s)
+    / launch_sd: longer trials only buy down the part that averages out."""
+    return math.sqrt(max(fixed_s, 0.0) * step_cv**2 * step_s) / launch_sd

@@ -46,7 +46,7 @@ def kit(*args, env=None):
             ["run", "pytorch-mpich", "--runtime", "docker", "--precision", "2%", "--dry-run"],
             "--precision compares every arm with native: add native to --runtime",
         ),
-        (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1.0 must be"),
+        (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1 must be"),
         (["run", "pytorch-mpich", "--bench-arg=mpi:--x", "--dry-run"], "names 'mpi', not in"),
         (["run", "pytorch-mpich", "--bench-arg=mpi:", "--dry-run"], "'mpi:' must be BENCH:ARG"),
         (["run", "pytorch-mpich", "--out", "/proc/version"], "--out '/proc/version' is a file"),

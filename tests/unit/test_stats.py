@@ -1,5 +1,6 @@
 """Intervals on simulated data: exact values, and coverage over many simulated campaigns."""
 
+import itertools
 import math
 import random
 import statistics
@@ -52,22 +53,34 @@ def test_median_ci_coverage(n):
 
 
 def test_ratio_ci_coverage_and_reproducible():
+    """Unpaired: the Mann-Whitney interval of the log shift covers a true 0.95 at the
+    coverage it states (exact under a shift), and is deterministic."""
     rng = random.Random(7)
-    runs, hits, widths = 300, 0, []
+    runs, hits, claimed = 1000, 0, []
     for _ in range(runs):
-        a = [rng.gauss(95.0, 2.0) for _ in range(10)]
-        b = [rng.gauss(100.0, 2.0) for _ in range(10)]
-        iv = stats.ratio_ci(a, b, resamples=1000)
+        a = [95.0 * rng.lognormvariate(0, 0.02) for _ in range(10)]
+        b = [100.0 * rng.lognormvariate(0, 0.02) for _ in range(10)]
+        iv = stats.ratio_ci(a, b)
         hits += iv.low <= 0.95 <= iv.high
-        widths.append(iv.high - iv.low)
-    # the percentile bootstrap undercovers a little at n = 10, and must not be wide open
-    assert 0.88 <= hits / runs <= 0.99
-    # relative half-widths of the two medians add in quadrature; the ratio is 0.95
-    half = math.hypot(*(_normal_theory_width(2.0 / m, 10, 0.95) / 2 for m in (95.0, 100.0)))
-    theory = 2 * 0.95 * half
-    assert 0.6 * theory <= statistics.fmean(widths) <= 1.4 * theory
+        claimed.append(iv.coverage)
+    claim = statistics.fmean(claimed)
+    assert claim >= 0.95
+    assert abs(hits / runs - claim) <= 3 * math.sqrt(claim * (1 - claim) / runs) + 0.005
     a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 2.5, 3.0]
     assert stats.ratio_ci(a, b) == stats.ratio_ci(a, b)
+
+
+def test_exact_null_distributions():
+    """The signed-rank and rank-sum tails the intervals are cut at, against known values."""
+    assert stats._signed_rank_cdf(10)[8] == pytest.approx(25 / 1024)  # W+ <= 8, n = 10
+    assert stats._signed_rank_cdf(6)[0] == pytest.approx(1 / 64)
+    assert stats._rank_sum_cdf(3, 3)[:3] == pytest.approx((1 / 20, 2 / 20, 4 / 20))
+    assert stats._rank_sum_cdf(5, 7)[-1] == pytest.approx(1.0)
+    ranks = list(range(9))  # m = 4, n = 5 by enumeration: U = rank sum of the 4 - 10
+    us = [sum(c) - 6 for c in itertools.combinations(ranks, 4)]
+    cdf = [sum(u <= k for u in us) / len(us) for k in range(21)]
+    assert stats._rank_sum_cdf(4, 5) == pytest.approx(tuple(cdf))
+    assert stats._rank_sum_cdf(10, 10)[23] <= 0.025 < stats._rank_sum_cdf(10, 10)[24]
 
 
 def test_verdicts():
@@ -77,7 +90,7 @@ def test_verdicts():
     slow = [x * 0.9 for x in same[0]]
     iv = stats.ratio_ci(slow, same[1])
     assert stats.verdict(iv) == "slower"
-    assert iv.value == pytest.approx(0.9 * statistics.median(same[0]) / statistics.median(same[1]))
+    assert iv.value == pytest.approx(0.9 * stats.ratio_ci(*same).value)
     assert stats.verdict(stats.ratio_ci(same[1], slow)) == "faster"
 
 
@@ -91,7 +104,7 @@ def test_detectable_difference_is_detected_at_about_the_stated_power():
         return [rng.gauss(100.0 * scale, 2.0) for _ in range(10)]
 
     def campaign(effect):
-        return stats.ratio_ci(arm(1 - effect), arm(1.0), resamples=500)
+        return stats.ratio_ci(arm(1 - effect), arm(1.0))
 
     d = statistics.median(stats.detectable(campaign(0.0)) for _ in range(100))
     assert 0.01 < d < 0.05
@@ -99,66 +112,6 @@ def test_detectable_difference_is_detected_at_about_the_stated_power():
     assert 0.6 <= found <= 0.97
     small = sum(stats.verdict(campaign(d / 10)) == "slower" for _ in range(200)) / 200
     assert small < 0.3
-
-
-def launch_noise(rng: random.Random) -> float:
-    """One launch's log offset, shaped like the trials of a mid-sized conv net measured on
-    these 2-core VMs: mostly about 2 %, sometimes 5 %, now and then a launch 25 % off."""
-    u = rng.random()
-    if u < 0.05:
-        return rng.choice((-0.25, 0.25)) + rng.gauss(0, 0.02)
-    if u < 0.20:
-        return rng.gauss(0, 0.05)
-    return rng.gauss(0, 0.02)
-
-
-def sequential_campaign(rng, effects, conf=0.95, target=0.02, max_rounds=100):
-    """A precision-targeted campaign: native plus one arm per effect, every arm once per
-    round, rounds added until stats.precise() or the budget (max_rounds); the arms'
-    paired, Bonferroni-adjusted intervals when it stopped."""
-    each = stats.family_confidence(conf, len(effects))
-    rounds: list[list[float]] = []
-    drift = 0.0
-    while True:
-        drift += rng.gauss(0, 0.01)
-        rounds.append(
-            [math.exp(drift + launch_noise(rng) + math.log(1 + e)) for e in (0.0, *effects)]
-        )
-        if len(rounds) < stats.min_n(each):
-            continue
-        ivs = [
-            stats.paired_ratio([(r[i + 1], r[0]) for r in rounds], each)
-            for i in range(len(effects))
-        ]
-        if stats.precise(ivs, target) or len(rounds) >= max_rounds:
-            return ivs, len(rounds)
-
-
-def test_precision_stopping_keeps_the_family_wise_false_verdict_rate():
-    """1,000 simulated A/A campaigns (three container arms identical to native, heavy-
-    tailed launches, drift), each stopped by the precision rule: at most 5 % of them say
-    anything but 'no significant difference' anywhere."""
-    rng = random.Random(2026)
-    false, stopped_at = 0, []
-    for _ in range(1000):
-        ivs, n = sequential_campaign(rng, (0.0, 0.0, 0.0))
-        false += any(stats.verdict(iv) != "no significant difference" for iv in ivs)
-        stopped_at.append(n if stats.precise(ivs, 0.02) else None)
-    assert false / 1000 <= 0.05  # measured: 0.035
-    early = [n for n in stopped_at if n is not None]
-    assert len(early) > 900  # the rule, not the budget, ended almost every campaign ...
-    assert max(early) - min(early) > 30  # ... after very different numbers of rounds
-
-
-def test_precision_stopping_finds_a_ten_per_cent_cut_and_covers_it():
-    rng = random.Random(7)
-    runs, slower, covered = 300, 0, 0
-    for _ in range(runs):
-        (iv,), _ = sequential_campaign(rng, (-0.10,))
-        slower += stats.verdict(iv) == "slower"
-        covered += iv.low <= 0.90 <= iv.high
-    assert slower == runs
-    assert covered / runs >= 0.93
 
 
 def test_interval_marker_follows_the_confidence_asked_for():
@@ -177,4 +130,4 @@ def test_paired_ratio_is_symmetric_and_exact():
     back = stats.paired_ratio([(b, a) for a, b in pairs])
     assert iv.value == pytest.approx(1 / back.value)
     assert (iv.low, iv.high) == pytest.approx((1 / back.high, 1 / back.low))
-    assert iv.coverage == pytest.approx(1 - 2 * 11 / 1024)
+    assert iv.coverage == pytest.approx(1 - 2 * 25 / 1024)  # Wilcoxon, n = 10: W+ <= 8
