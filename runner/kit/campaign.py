@@ -9,11 +9,13 @@ exactly the trials that have not finished.
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import random
 import shutil
 import socket
+import statistics
 import sys
 import time
 import uuid
@@ -80,6 +82,33 @@ class Options:
     bench_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by bench
     data_dir: str | None = None  # host folder of the real-data set, bound into containers
     site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
+    auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
+
+
+def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
+    """opts with the training benchmarks' --min-time chosen from the warm-up trials
+    (stats.trial_seconds), and a line saying what was chosen and from what. Derived from
+    the records alone, so --resume chooses the same."""
+    ok = [r for r in warmups if r["status"] == "ok" and r["result"].get("step_times_s")]
+    if not ok:
+        return dataclasses.replace(opts, auto_min_time=False), (
+            "--min-time auto: no warm-up trial finished; trials time --steps steps only"
+        )
+    steps = [r["result"]["step_times_s"] for r in ok]
+    step_s = statistics.median(x for s in steps for x in s)
+    cv = statistics.median(
+        statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in steps
+    )
+    fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
+    chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, stats.LAUNCH_SD)) / 2)
+    args = {
+        b: a if benches.is_sweep(b) else [*a, "--min-time", f"{chosen:g}"]
+        for b, a in opts.bench_args.items()
+    }
+    return dataclasses.replace(opts, bench_args=args, auto_min_time=False), (
+        f"--min-time auto: {chosen:g} s (a launch's fixed cost {fixed:.1f} s, steps "
+        f"{step_s:.2f} s ±{cv:.0%}, launch spread {stats.LAUNCH_SD:.0%} assumed)"
+    )
 
 
 def program(
@@ -108,19 +137,48 @@ def status(outcome: trial.Outcome) -> str:
     return outcome.status
 
 
-def plan_round(runtimes: list[str], configs: list[Config], r: int, warmups: int, seed: int):
-    """Round r: every runtime arm x configuration once, in an order seeded by (seed, r)."""
-    round_ = [(rt, c) for c in configs for rt in runtimes]
+BASELINE = "native"  # the arm every other is compared with, launched more often
+
+
+def baseline_launches(runtimes: list[str]) -> int:
+    """Launches of the baseline a round, about sqrt(k) for k arms compared with it.
+
+    All k comparisons share the baseline's noise: with b of its launches a round, a
+    per-round log ratio has variance (1 + 1/b) s^2 and a round costs k + b launches, so
+    the interval width a minute goes as sqrt((1 + 1/b)(k + b)), least near b = sqrt(k)
+    (k = 4: b = 2 is 5 % narrower a minute than b = 1)."""
+    k = len(runtimes) - 1
+    return max(1, round(math.sqrt(k))) if BASELINE in runtimes and k >= 2 else 1
+
+
+def plan_round(
+    runtimes: list[str], configs: list[Config], r: int, warmups: int, seed: int, launches: int = 1
+):
+    """Round r: every runtime arm x configuration once (the baseline `launches` times), in
+    an order seeded by (seed, r)."""
+    round_ = [
+        (rt, c)
+        for c in configs
+        for rt in runtimes
+        for _ in range(launches if rt == BASELINE else 1)
+    ]
     random.Random(f"{seed}:{r}").shuffle(round_)
     return [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
 
 
 def plan(
-    runtimes: list[str], configs: list[Config], repeats: int, warmups: int, seed: int
+    runtimes: list[str],
+    configs: list[Config],
+    repeats: int,
+    warmups: int,
+    seed: int,
+    launches: int = 1,
 ) -> list[Planned]:
     """A fixed design: warm-up rounds, then `repeats` measured rounds."""
     return [
-        p for r in range(warmups + repeats) for p in plan_round(runtimes, configs, r, warmups, seed)
+        p
+        for r in range(warmups + repeats)
+        for p in plan_round(runtimes, configs, r, warmups, seed, launches)
     ]
 
 
@@ -142,13 +200,17 @@ class Design:
     warmups: int
     seed: int
     target: Target | None = None
+    baseline_launches: int = 1  # launches of BASELINE a round
 
     def round(self, r: int) -> list[Planned]:
-        return plan_round(self.runtimes, self.configs, r, self.warmups, self.seed)
+        return plan_round(
+            self.runtimes, self.configs, r, self.warmups, self.seed, self.baseline_launches
+        )
 
     @property
     def per_round(self) -> int:
-        return len(self.runtimes) * len(self.configs)
+        extra = self.baseline_launches - 1 if BASELINE in self.runtimes else 0
+        return (len(self.runtimes) + extra) * len(self.configs)
 
 
 def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
@@ -310,8 +372,12 @@ def execute(
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / results.FILE}", file=sys.stderr)
-    t_start, ran, r, own_s = time.monotonic(), 0, 0, 0.0
+    t_start, ran, r, own_s, length = time.monotonic(), 0, 0, 0.0, ""
     while (why := stop_reason(design, records, r)) is None:
+        if r == design.warmups and context.opts.auto_min_time:
+            opts, length = auto_min_time(context.opts, [x for x in records if x["warmup"]])
+            context = dataclasses.replace(context, opts=opts)
+            print(f"campaign {campaign}: {length}", file=sys.stderr)
         for k, p in enumerate(design.round(r)):
             i = r * design.per_round + k
             if i in done:
@@ -326,7 +392,7 @@ def execute(
             if record["status"] == "interrupted":
                 raise KeyboardInterrupt
         r += 1
-    summary = why or f"{fixed} rounds done"
+    summary = (why or f"{fixed} rounds done") + (f"; {length}" if length else "")
     if ran:
         print(
             f"campaign {campaign}: kit's own time per trial {1000 * own_s / ran:.0f} ms "

@@ -184,6 +184,10 @@ def cmd_run(a: argparse.Namespace) -> None:
                 f"{i:4d} {t.runtime:<12} {x.bench} {x.model} bs={x.batch_size} {x.data} "
                 f"np={x.ranks}{' warm-up' if t.warmup else ''}"
             )
+        if c.opts.auto_min_time:
+            print("--min-time auto: chosen after the warm-up round, from its trials")
+        if (b := c.design.baseline_launches) > 1:
+            print(f"native runs {b} times a round (one per comparison would cost precision)")
         if target := c.design.target:
             print(
                 f"then a round at a time until every comparison is within "
@@ -380,6 +384,14 @@ def parser() -> argparse.ArgumentParser:
         "a 95%% interval of a median needs at least 6)",
     )
     s.add_argument(
+        "--baseline-launches",
+        type=int,
+        metavar="N",
+        help="launches of native in every round (default: about the square root of the "
+        "number of arms compared with it, which narrows every comparison's interval the "
+        "most per minute: 2 for four container runtimes; 1 with a single one)",
+    )
+    s.add_argument(
         "--precision",
         metavar="PCT",
         help="keep adding rounds until every comparison with native is known to within "
@@ -399,11 +411,12 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--min-time",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
+        default="0",
+        metavar="SECONDS|auto",
         help="each training trial times at least --steps steps and at least this long "
-        "(more steps if needed; 0: off, the default)",
+        "(more steps if needed; 0: off, the default). auto: the length that narrows the "
+        "intervals most per minute, from the warm-up round's start-up and step times "
+        "(longer trials average the steps' noise but not the launch's own offset)",
     )
     s.add_argument(
         "--warmup-trials", type=int, default=1, help="discarded rounds first (default: %(default)s)"

@@ -33,10 +33,11 @@ class RunRequest:
     data_dir: Path | None
     bench_arg: list[str]
     repeats: int
+    baseline_launches: int | None
     warmup_trials: int
     steps: int
     warmup_steps: int
-    min_time: float
+    min_time: str
     seed: int
     timeout: float
     mpirun: str | None
@@ -95,6 +96,7 @@ def _numbers(q: RunRequest) -> None:
     """Every numeric option in range, before anything runs (--dry-run too)."""
     for flag, value, low in (
         ("--repeats", q.repeats, 1),
+        ("--baseline-launches", 1 if q.baseline_launches is None else q.baseline_launches, 1),
         ("--warmup-trials", q.warmup_trials, 0),
         ("--steps", q.steps, 1),
         ("--warmup-steps", q.warmup_steps, 0),
@@ -103,8 +105,7 @@ def _numbers(q: RunRequest) -> None:
             raise KitError(f"{flag} {value} must be at least {low}")
     if not 0 < q.timeout < math.inf:
         raise KitError(f"--timeout {q.timeout} must be a positive number of seconds, e.g. 600")
-    if not 0 <= q.min_time < math.inf:
-        raise KitError(f"--min-time {q.min_time} must be 0 (off) or a number of seconds")
+    _min_time(q)
     check_confidence(q.confidence)
 
 
@@ -124,7 +125,24 @@ def _runtime_args(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str
     return out
 
 
-def _bench_args(specs: list[str], wanted: list[str], min_time: float) -> dict[str, list[str]]:
+def _min_time(q: RunRequest) -> float | None:
+    """--min-time in seconds, or None for auto (chosen after the warm-up round)."""
+    if q.min_time == "auto":
+        if q.warmup_trials < 1:
+            raise KitError("--min-time auto measures the warm-up round: use --warmup-trials 1")
+        return None
+    try:
+        value = float(q.min_time)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise KitError(f"--min-time {q.min_time} must be 0 (off), a number of seconds or auto")
+    return value
+
+
+def _bench_args(
+    specs: list[str], wanted: list[str], min_time: float | None
+) -> dict[str, list[str]]:
     """Each benchmark's pass-through options: ARG goes to every benchmark, BENCH:ARG to
     that one only (a campaign of torch-cnn and the MPI sweep can shorten the sweep alone),
     --min-time to the training benchmarks (a sweep has no steps to lengthen)."""
@@ -228,14 +246,24 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     runtime_args = _runtime_args(q.runtime_arg, chosen)
     configs = campaign.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
     arms = [rt.arm for rt in chosen]
-    design = campaign.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target)
-    trials = campaign.plan(arms, configs, q.repeats, q.warmup_trials, q.seed)
+    launches = q.baseline_launches or campaign.baseline_launches(arms)  # 0: refused above
+    design = campaign.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
+    trials = campaign.plan(arms, configs, q.repeats, q.warmup_trials, q.seed, launches)
     if q.resume and q.out is None and not plan_only:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     data_dir = None if plan_only else _data_dir(q, data)
-    bench_args = _bench_args(q.bench_arg, wanted, q.min_time)
+    min_time = _min_time(q)
+    bench_args = _bench_args(q.bench_arg, wanted, min_time)
     opts = campaign.Options(
-        q.steps, q.warmup_steps, q.timeout, q.mpirun, runtime_args, bench_args, data_dir, site
+        q.steps,
+        q.warmup_steps,
+        q.timeout,
+        q.mpirun,
+        runtime_args,
+        bench_args,
+        data_dir,
+        site,
+        auto_min_time=min_time is None,
     )
     spec = {
         "image": r.name,
@@ -244,11 +272,12 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         "runtimes": arms,
         "configs": [dataclasses.asdict(c) for c in configs],
         "repeats": q.repeats,
+        "baseline_launches": launches,
         "warmup_trials": q.warmup_trials,
         "seed": q.seed,
         "steps": q.steps,
         "warmup_steps": q.warmup_steps,
-        "min_time": q.min_time,
+        "min_time": "auto" if min_time is None else min_time,
         "precision": target.precision if target else None,
         "budget_s": target.budget_s if target else None,
         "confidence": q.confidence,

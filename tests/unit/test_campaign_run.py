@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kit import campaign, launchers, recipes, trial
+from kit import campaign, launchers, recipes, stats, trial
 from kit.runtimes import Prepared, Runtime
 
 CONFIG = campaign.Config("torch-cnn", "tiny", 32, 2)
@@ -122,3 +122,36 @@ def test_a_precision_target_stops_once_every_interval_is_narrow(tmp_path):
     rounds = int(why.split(" after ")[1].split()[0])
     assert why.startswith("precision ±2.0% reached after ") and "(docker ±0." in why
     assert rounds >= 5 and len(records(tmp_path)) == 2 * rounds  # warm-up + repeats at least
+
+
+class Stepped(Scripted):
+    """Every trial 0.5 s steps, 10 % apart, in 9.5 s of wall time: 8 s of fixed cost."""
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        launched = super().run(rt, prep, job, env, timeout, title)
+        self.started[-1] = (rt.arm, job.program, None)
+        o = launched.outcome
+        result = {**o.result, "step_times_s": [0.45, 0.55, 0.45]}
+        return launchers.Launched(launched.argv, trial.Outcome("ok", 0, 9.45, result, ""))
+
+
+def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
+    """Warm-up trials time their steps only; the measured ones get the length that
+    narrows the intervals most per minute: sqrt(8 s x 0.0975^2 x 0.45 s) / 5 % = 3.7 s,
+    to the half second 3.5 s. The summary says so."""
+    launcher = Stepped()
+    recipe = recipes.load("pytorch-mpich")
+    d = campaign.Design(["native", "docker"], [CONFIG], 2, 1, 7)
+    opts = campaign.Options(steps=3, mpirun="m", bench_args={"torch-cnn": []}, auto_min_time=True)
+    why = campaign.execute(
+        recipe, "cpu", [Fake("native"), Fake("docker")], d, tmp_path, opts, "c1", set(), launcher
+    )
+    argvs = [program for _, program, _ in launcher.started]
+    assert all("--min-time" not in a for a in argvs[:2])
+    assert all(a[a.index("--min-time") + 1] == "3.5" for a in argvs[2:])
+    assert why.endswith(
+        "; --min-time auto: 3.5 s (a launch's fixed cost 8.0 s, steps 0.45 s ±10%, "
+        "launch spread 5% assumed)"
+    )
+    assert [r["bench_args"] for r in records(tmp_path)][2:] == [["--min-time", "3.5"]] * 4
+    assert stats.trial_seconds(8.5, 0.45, 0.05, 0.05) == pytest.approx(1.96, abs=0.01)

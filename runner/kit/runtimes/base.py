@@ -157,7 +157,7 @@ class Runtime:
 
 
 # Settings that change what the workload does; passed into every runtime alike.
-WORKLOAD_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "MPICH_", "OMPI_MCA_")
+WORKLOAD_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "MPICH_", "OMPI_MCA_", "GLIBC_TUNABLES")
 
 
 # Ranks in separate user namespaces (one Apptainer or ch-run per rank) cannot open
