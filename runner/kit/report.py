@@ -15,13 +15,16 @@ FORMATS = ("md", "csv", "json", "html")
 
 NOTES = (
     "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
-    "Ratios to the baseline arm: paired by round (every arm runs once per round, in a "
-    "seeded random order), the median of the per-round ratios with its exact sign-test interval; "
-    "unpaired (seeded percentile bootstrap of the ratio of medians) only where too few "
-    "rounds have both arms. The verdicts form one family: each ratio's interval is "
-    "Bonferroni-adjusted over the report's comparisons, so all verdicts hold together at "
-    "the stated confidence; other intervals are each at that confidence. † fewer trials "
-    "than the interval needs at its confidence: the range shown is min to max. "
+    "Ratios to the baseline arm: paired by round (every arm runs in every round, in a "
+    "seeded random order; the baseline may run more than once a round, its launches then "
+    "averaged), the Hodges-Lehmann estimate of the per-round log ratios with the exact "
+    "Wilcoxon signed-rank interval; launches another job slowed (far slower than their "
+    "arm and round predict) are left out of the ratios and named; unpaired (Mann-Whitney "
+    "interval of the shift) only where no round has both arms. The verdicts form one "
+    "family: each ratio's interval is Bonferroni-adjusted over the report's comparisons, "
+    "so all verdicts hold together at the stated confidence; other intervals are each at "
+    "that confidence. † fewer trials than the interval needs at its confidence: the range "
+    "shown is min to max. "
     "'Detectable' is the smallest difference this campaign's own spread would reveal "
     f"with {stats.POWER:.0%} power: 'no significant difference' means no difference "
     "larger than that. Start-up is launch to first finished step, reported apart from "
@@ -131,6 +134,63 @@ def _pair_row(arm: Arm) -> list[str]:
         _pct(arm.detectable),
         arm.verdict,
     ]
+
+
+NUMBERS = ("one", "both", "all three", "all four", "all five", "all six", "all seven")
+
+
+def _together(a: Analysis) -> str:
+    if a.comparisons <= 1:
+        return f"{a.confidence:.0%}"
+    many = NUMBERS[a.comparisons - 1] if a.comparisons <= len(NUMBERS) else f"all {a.comparisons}"
+    return f"{a.confidence:.0%} for {many} together"
+
+
+def _between(arm: Arm, higher_is_better: bool) -> str:
+    """'between 2.1 % slower and 3.4 % faster than native', from the ratio's interval."""
+
+    def side(ratio: float) -> tuple[float, str]:
+        faster = (ratio > 1) == higher_is_better
+        return abs(ratio - 1) * 100, "faster" if faster else "slower"
+
+    (lo, lo_word), (hi, hi_word) = side(arm.ratio.low), side(arm.ratio.high)
+    if lo_word == hi_word:  # one side of 1: the nearer bound first
+        (lo, hi) = sorted((lo, hi))
+        return f"between {lo:.1f} % and {hi:.1f} % {hi_word} than {arm.against}"
+    if lo_word == "faster":  # lower-is-better metrics: the interval's ends swap words
+        (lo, lo_word), (hi, hi_word) = (hi, hi_word), (lo, lo_word)
+    return f"between {lo:.1f} % {lo_word} and {hi:.1f} % {hi_word} than {arm.against}"
+
+
+def answers(a: Analysis) -> list[str]:
+    """The report's first lines: one sentence a reader can quote per comparison."""
+    out = []
+    for g in a.groups:
+        where = f" ({_title(g.key)})" if len(a.groups) > 1 else ""
+        better = benches.metric(g.key.bench).higher_is_better
+        for arm in [*g.arms, *g.pairs]:
+            if not arm.against:
+                continue
+            if arm.ratio is None or arm.ratio.short or not arm.verdict[:1].islower():
+                said = arm.verdict or "not compared"
+            else:
+                said = f"{_between(arm, better)} ({_together(a)})"
+                if arm.verdict.endswith("(MISMATCHED SOFTWARE)"):
+                    said += ", with mismatched software"
+            out.append(f"{arm.runtime}{where}: {said}.")
+    return out
+
+
+def _disturbed(g: Group) -> str:
+    """Which trials the ratios left out, as one sentence (empty when none)."""
+    named = [f"{x.runtime} #{', #'.join(map(str, x.disturbed))}" for x in g.arms if x.disturbed]
+    if not named:
+        return ""
+    return (
+        "Left out of the ratios as disturbed by other load (more than "
+        f"{stats.DISTURBED_SLOWDOWN}x slower than their arm and round predict, and "
+        f"{stats.DISTURBED_SCALES:.0f} robust SDs of the launch noise): " + "; ".join(named) + "."
+    )
 
 
 def _spread(g: Group) -> str:
@@ -349,7 +409,10 @@ def _intro(a: Analysis) -> list[str]:
 
 
 def markdown(a: Analysis) -> str:
-    lines = [f"# kit report: {a.out_dir}", "", *_intro(a), _header(a), ""]
+    lines = [f"# kit report: {a.out_dir}", "", *_intro(a)]
+    if said := answers(a):
+        lines += [*(f"- {x}" for x in said), ""]
+    lines += [_header(a), ""]
     if a.published:
         lines += [
             "## Published beside measured",
@@ -368,8 +431,7 @@ def markdown(a: Analysis) -> str:
         ]
         if g.pairs:
             lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs]), ""]
-        if spread := _spread(g):
-            lines += [spread, ""]
+        lines += [x for text in (_disturbed(g), _spread(g)) if text for x in (text, "")]
     for title, columns, rows in _sections(a):
         lines += [f"## {title}", "", *_md_table(columns, rows), ""]
     if a.not_ok:
@@ -476,6 +538,9 @@ def _html(a: Analysis) -> str:
     parts = [
         f"<h1>kit report: {html.escape(a.out_dir)}</h1>",
         *(f"<p>{html.escape(x)}</p>" for x in _intro(a) if x),
+        ("<ul class=answers>" + "".join(f"<li>{html.escape(x)}</li>" for x in said) + "</ul>")
+        if (said := answers(a))
+        else "",
         f"<p>{html.escape(_header(a))}</p>",
     ]
     if a.published:
@@ -492,6 +557,7 @@ def _html(a: Analysis) -> str:
             + _html_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs])
             if g.pairs
             else "",
+            f"<p>{html.escape(left)}</p>" if (left := _disturbed(g)) else "",
             f"<p>{html.escape(spread)}</p>" if (spread := _spread(g)) else "",
         ]
     for title, columns, rows in _sections(a):

@@ -1,6 +1,7 @@
 """The results store survives a cut-off write; the report summarises rates honestly."""
 
 import csv
+import dataclasses
 import io
 import json
 import random
@@ -8,7 +9,7 @@ import re
 
 import pytest
 
-from kit import analysis, report, results
+from kit import analysis, report, results, stats
 from kit.errors import KitError
 
 from .records import record
@@ -350,3 +351,38 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
     page = report.render(a, "html")
     for slug in ("grpc-p2p", "grpc-bw", "grpc-ps"):
         assert f'id="{slug}-pytorch-mpich-np2-native"' in page
+
+
+def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
+    """The report's opening sentences for an analysis whose arms have these ratio
+    intervals (runtime, low, high) against native, one family of n comparisons."""
+    a = analysis.summarise([record("native", 1.0, repeat=r, index=r) for r in range(3)], "")
+    a.comparisons = n
+    for rt, low, high in cells:
+        arm = dataclasses.replace(a.groups[0].arms[0], runtime=rt, against="native")
+        arm.ratio = stats.Interval((low + high) / 2, low, high, 0.99)
+        arm.verdict = stats.verdict(arm.ratio)
+        a.groups[0].arms.append(arm)
+    return report.answers(a)
+
+
+def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
+    said = quoted([("docker", 0.979, 1.034), ("podman", 0.90, 0.95), ("shifter", 1.01, 1.05)], 3)
+    assert said == [
+        "docker: between 2.1 % slower and 3.4 % faster than native (95% for all three together).",
+        "podman: between 5.0 % and 10.0 % slower than native (95% for all three together).",
+        "shifter: between 1.0 % and 5.0 % faster than native (95% for all three together).",
+    ]
+    assert quoted([("docker", 0.98, 1.02)], 1) == [
+        "docker: between 2.0 % slower and 2.0 % faster than native (95%)."
+    ]
+    rng = random.Random(5)
+    for r in range(10):
+        results.append(tmp_path, record("native", rng.gauss(1000, 5), repeat=r, index=2 * r))
+        results.append(tmp_path, record("docker", rng.gauss(900, 5), repeat=r, index=2 * r + 1))
+    text = md(tmp_path)
+    first = text.splitlines()[2]
+    assert first.startswith("- docker: between ") and first.endswith(" slower than native (95%).")
+    assert text.index(first) < text.index("| runtime")
+    html_text = report.render(analysis.analyse([tmp_path]), "html")
+    assert html_text.index("<ul class=answers><li>docker: between ") < html_text.index("<table>")
