@@ -181,6 +181,8 @@ class Analysis:
     published: list[dict] = field(default_factory=list)  # its figures beside ours
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
     grpc: list[GrpcSweep] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)  # the first and last trial's start
+    hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
 
 
 def _mode(values: list[str]) -> str:
@@ -215,6 +217,10 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
         load=_load(rs),
     )
+
+
+def _span(times: list[str]) -> list[str]:
+    return [min(times), max(times)] if times else []
 
 
 def rates(rs: list[dict]) -> list[float]:
@@ -296,7 +302,7 @@ def _compare(
         arm.verdict += " (MISMATCHED SOFTWARE)"
     if target is not None:
         reached = arm.half_width <= target and not arm.ratio.short
-        arm.precision = "reached" if reached else f"not reached (±{arm.half_width:.1%})"
+        arm.precision = "reached" if reached else "not reached"
 
 
 def variance(key_arms: dict[str, list[dict]]) -> Variance:
@@ -475,6 +481,8 @@ def summarise(
         )
     return Analysis(
         out_dir=label,
+        started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
+        hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
         trials=len(records),
         ok=len(ok),
         not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],

@@ -242,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kit",
         description="Build, convert and run distributed deep-learning "
-        "benchmarks natively and in Docker, Apptainer, Shifter and Charliecloud.",
+        f"benchmarks natively and in {runtimes.products()}.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -168,21 +168,43 @@ def _overhead(a: Analysis) -> Iterator[Figure]:
         )
 
 
+STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("x", "--")]
+
+
 def _loss(a: Analysis) -> Iterator[Figure]:
+    """Median loss per timed step, each point over every trial of the arm (only the steps
+    every trial reached). Runtimes that ran the same seeded training draw the same
+    curve: each has its own marker and dash, and lines drawn first are wider, so a line
+    covered by a later one still shows around it."""
     for g in a.groups:
-        if not any(arm.loss for arm in g.arms):
+        drawn = [arm for arm in g.arms if arm.loss]
+        if not drawn:
             continue
         k = g.key
 
-        def draw(ax, g=g) -> None:
-            for arm in g.arms:
-                ax.plot(range(1, len(arm.loss) + 1), arm.loss, label=arm.runtime)
+        def draw(ax, drawn=drawn) -> None:
+            for i, arm in enumerate(drawn):
+                marker, dash = STYLES[i % len(STYLES)]
+                width = 1.0 + 2.5 * (len(drawn) - 1 - i) / max(len(drawn) - 1, 1)
+                steps = range(1, len(arm.loss) + 1)
+                ax.plot(
+                    steps,
+                    arm.loss,
+                    dash,
+                    marker=marker,
+                    linewidth=width,
+                    markersize=3 + width,
+                    markerfacecolor="none",
+                    label=arm.runtime,
+                )
 
         slug = f"loss-{k.image}-{k.bench}-{k.model}-{k.data}-bs{k.batch_size}-np{k.ranks}"
         name = f"{k.image} {k.bench} {k.model}, batch {k.batch_size}, {k.ranks} rank(s)"
+        held = ", ".join(f"{arm.runtime} {arm.n}" for arm in drawn)
         yield Figure(
             slug,
-            f"Loss per timed step (median over trials): {name}",
+            f"Loss per timed step, median over trials; every point holds all of an arm's "
+            f"trials ({held}): only the steps all of them reached are drawn: {name}",
             _svg(slug, name, "timed step", "loss", draw),
         )
 

@@ -82,10 +82,30 @@ COLUMNS = [
 ]
 
 
-def _precision(arm: Arm) -> str:
+def _precision(arm: Arm, target: float | None) -> str:
+    """'±1.8%', or with a target '±1.8% (target ±2.0% reached)': one statement."""
     if arm.half_width is None:
         return "n/a"
-    return _pct(arm.half_width) + (f" ({arm.precision})" if arm.precision else "")
+    if target is None or not arm.precision:
+        return _pct(arm.half_width)
+    return f"{_pct(arm.half_width)} (target {_pct(target)} {arm.precision})"
+
+
+def report_title(a: Analysis) -> str:
+    """What the campaign measured, when and where: the report's title, whatever path
+    the report was asked for by ('kit report .')."""
+    images = sorted({g.key.image for g in a.groups} | {s.image for s in [*a.mpi, *a.grpc]})
+    sweeps = {"mpi"} if a.mpi else set()
+    what = sorted({g.key.bench for g in a.groups} | sweeps | ({"grpc"} if a.grpc else set()))
+    when = ""
+    if a.started:
+        first, last = (t.replace("T", " ")[:16] for t in a.started)
+        when = f", {first} to {last[11:] if last[:10] == first[:10] else last} UTC"
+    named = f"{a.preset['name']}: " if a.preset else ""
+    return (
+        f"kit report: {named}{', '.join(images) or 'no trials'} ({', '.join(what)})"
+        f"{when}, on {', '.join(a.hosts) or '?'}"
+    )
 
 
 def _load(arm: Arm) -> str:
@@ -95,13 +115,13 @@ def _load(arm: Arm) -> str:
     return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
 
 
-def _row(arm: Arm, baseline: str) -> list[str]:
+def _row(arm: Arm, a: Analysis) -> list[str]:
     return [
         arm.runtime,
         str(arm.n),
         _iv(arm.rate, 1),
-        _ratio(arm, baseline),
-        _precision(arm),
+        _ratio(arm, a.baseline),
+        _precision(arm, a.precision_target),
         arm.method or "-",
         _pct(arm.detectable),
         arm.verdict,
@@ -124,12 +144,12 @@ PAIR_COLUMNS = [
 ]
 
 
-def _pair_row(arm: Arm) -> list[str]:
+def _pair_row(arm: Arm, a: Analysis) -> list[str]:
     return [
         arm.runtime,
         arm.against,
         _iv(arm.ratio, 3) if arm.ratio else "n/a",
-        _precision(arm),
+        _precision(arm, a.precision_target),
         arm.method or "-",
         _pct(arm.detectable),
         arm.verdict,
@@ -225,7 +245,7 @@ def _header(a: Analysis) -> str:
         f" Precision target ±{a.precision_target:.1%}." if a.precision_target is not None else ""
     )
     return (
-        f"{a.trials} trials: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
+        f"{a.trials} trials in {a.out_dir}: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
         f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
         f"{h['kernel']}.{family}{target}"
     )
@@ -409,7 +429,7 @@ def _intro(a: Analysis) -> list[str]:
 
 
 def markdown(a: Analysis) -> str:
-    lines = [f"# kit report: {a.out_dir}", "", *_intro(a)]
+    lines = [f"# {report_title(a)}", "", *_intro(a)]
     if said := answers(a):
         lines += [*(f"- {x}" for x in said), ""]
     lines += [_header(a), ""]
@@ -426,11 +446,11 @@ def markdown(a: Analysis) -> str:
         lines += [
             f"## {_title(g.key)}",
             "",
-            *_md_table(_columns(a, g), [_row(x, a.baseline) for x in g.arms]),
+            *_md_table(_columns(a, g), [_row(x, a) for x in g.arms]),
             "",
         ]
         if g.pairs:
-            lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs]), ""]
+            lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs]), ""]
         lines += [x for text in (_disturbed(g), _spread(g)) if text for x in (text, "")]
     for title, columns, rows in _sections(a):
         lines += [f"## {title}", "", *_md_table(columns, rows), ""]
@@ -536,7 +556,7 @@ figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:cente
 
 def _html(a: Analysis) -> str:
     parts = [
-        f"<h1>kit report: {html.escape(a.out_dir)}</h1>",
+        f"<h1>{html.escape(report_title(a))}</h1>",
         *(f"<p>{html.escape(x)}</p>" for x in _intro(a) if x),
         ("<ul class=answers>" + "".join(f"<li>{html.escape(x)}</li>" for x in said) + "</ul>")
         if (said := answers(a))
@@ -552,9 +572,9 @@ def _html(a: Analysis) -> str:
     for g in a.groups:
         parts += [
             f"<h2>{html.escape(_title(g.key))}</h2>",
-            _html_table(_columns(a, g), [_row(x, a.baseline) for x in g.arms]),
+            _html_table(_columns(a, g), [_row(x, a) for x in g.arms]),
             f"<p>{html.escape(PAIRS)}</p>"
-            + _html_table(PAIR_COLUMNS, [_pair_row(x) for x in g.pairs])
+            + _html_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])
             if g.pairs
             else "",
             f"<p>{html.escape(left)}</p>" if (left := _disturbed(g)) else "",
@@ -582,7 +602,7 @@ def _html(a: Analysis) -> str:
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>kit report: {html.escape(a.out_dir)}</title><style>{STYLE}</style></head>"
+        f"<title>{html.escape(report_title(a))}</title><style>{STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
 

@@ -47,8 +47,8 @@ def test_a_a_campaign_finds_no_difference(campaign):
     # A 95% interval flags one A/A campaign in twenty by design; at 99% a correct
     # kit fails this test about once in a hundred runs.
     at95 = arms(campaign)["native@b"]
-    assert at95["n"] >= 9 and at95["method"] == f"paired ({at95['n']} rounds)"
-    assert at95["precision"] == "reached" or at95["precision"].startswith("not reached (±")
+    assert at95["n"] >= 9 and at95["method"].startswith("paired (")
+    assert at95["precision"] in ("reached", "not reached")
     b = arms(campaign, "--confidence", "0.99")["native@b"]
     assert b["verdict"] == "no significant difference", b
     assert b["ratio"]["low"] <= 1 <= b["ratio"]["high"]

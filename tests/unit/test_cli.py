@@ -172,3 +172,12 @@ def test_allow_mismatch_from_the_command_line(tmp_path):
     assert allowed.returncode == 0, allowed.stderr
     assert "not compared" not in allowed.stdout
     assert "no significant difference (MISMATCHED SOFTWARE)" in allowed.stdout
+
+
+def test_help_names_every_container_runtime_the_registry_has():
+    from kit import runtimes
+
+    line = kit("--help").stdout.split("\n\n")[1]
+    products = {cls.product for cls in runtimes.RUNTIMES.values() if cls.product}
+    assert products >= {"Apptainer", "Charliecloud", "Docker", "Podman", "Shifter"}
+    assert all(p in line for p in products) and line.endswith("Podman and Shifter.")

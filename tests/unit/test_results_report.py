@@ -6,10 +6,11 @@ import io
 import json
 import random
 import re
+from pathlib import Path
 
 import pytest
 
-from kit import analysis, report, results, stats
+from kit import analysis, plots, report, results, stats
 from kit.errors import KitError
 
 from .records import record
@@ -55,7 +56,7 @@ def test_report_rows_ratio_verdict_and_detectable(tmp_path):
     # 0.5% noise per trial, 8 trials per arm: only about a 1% difference is detectable
     detectable = float(rows["singularity"].split(" | ")[4].strip("±%"))
     assert 0.2 < detectable < 2.0
-    assert "26 trials: 24 ok, 1 not ok, 1 warm-up (discarded)" in text
+    assert f"26 trials in {tmp_path}: 24 ok, 1 not ok, 1 warm-up (discarded)" in text
     assert "#99 docker np=2 tiny bs=32: timeout" in text
 
 
@@ -210,7 +211,50 @@ def test_local_and_slurm_campaigns_side_by_side(tmp_path):
     text = report.markdown(a)
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · via slurm\n" in text
-    assert text.startswith(f"# kit report: {local}, {batch}\n")
+    assert text.startswith("# kit report: pytorch-mpich (torch-cnn), on ?\n")  # no hostname
+    assert f"12 trials in {local}, {batch}: 12 ok" in text
+
+
+def test_the_title_names_the_campaign_not_the_path_asked_for(tmp_path, monkeypatch):
+    """'kit report .' inside the results folder: the title says what was measured, when
+    and where (#34)."""
+    for i in range(6):
+        started = f"2026-11-23T18:{37 + i:02d}:40+00:00"
+        for rt in ("native", "docker"):
+            results.append(
+                tmp_path,
+                record(
+                    rt, 100.0 + i, repeat=i, started=started, host={"hostname": "vm", "cores": 2}
+                ),
+            )
+    monkeypatch.chdir(tmp_path)
+    text = report.markdown(analysis.analyse([Path(".")]))
+    assert text.startswith(
+        "# kit report: pytorch-mpich (torch-cnn), 2026-11-23 18:37 to 18:42 UTC, on vm\n"
+    )
+    assert "12 trials in .: 12 ok" in text
+
+
+def test_the_precision_cell_says_one_thing():
+    arm = analysis.Arm(
+        "docker",
+        3,
+        *([stats.Interval(1, 1, 1, 1)] * 1),
+        [],
+        stats.Interval(1, 1, 1, 1),
+        0.0,
+        "",
+        "",
+        [],
+        half_width=0.284,
+        precision="not reached",
+    )
+    assert report._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
+    assert (
+        report._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
+        == "±1.8% (target ±2.0% reached)"
+    )
+    assert report._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
 
 
 def paired_campaign(out, rounds, seed=5):
@@ -386,3 +430,25 @@ def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
     assert text.index(first) < text.index("| runtime")
     html_text = report.render(analysis.analyse([tmp_path]), "html")
     assert html_text.index("<ul class=answers><li>docker: between ") < html_text.index("<table>")
+
+
+def test_loss_figure_draws_only_steps_every_trial_reached_each_line_its_own(tmp_path):
+    """With --min-time, trials run different step counts: the loss curve stops at the
+    steps every trial reached and the caption says how many trials each point holds;
+    runtimes with the very same losses (same seed) still show a line each (#34)."""
+    for r in range(6):
+        for rt in ("native", "docker", "podman", "singularity", "charliecloud"):
+            steps = 3 + (r % 3)  # 3, 4 or 5 timed steps
+            rec = record(rt, 100.0, repeat=r)
+            rec["result"]["loss"] = [2.0, 1.5, 1.2, 1.1, 5.4][:steps]
+            results.append(tmp_path, rec)
+    a = analysis.analyse([tmp_path])
+    assert {tuple(arm.loss) for arm in a.groups[0].arms} == {(2.0, 1.5, 1.2)}
+    (fig,) = [f for f in plots.figures(a) if f.slug.startswith("loss")]
+    assert "every point holds all of an arm's trials (native 6, charliecloud 6, docker 6, " in (
+        fig.caption
+    )
+    assert fig.svg.count('<g id="line2d_') >= 5
+    widths = set(re.findall(r"stroke-width: ([0-9.]+)", fig.svg))
+    dashes = set(re.findall(r"stroke-dasharray: ([0-9.,]+)", fig.svg))
+    assert len(widths) >= 5 and len(dashes) >= 2  # five widths, and dashes besides solid

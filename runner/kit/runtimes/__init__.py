@@ -41,6 +41,13 @@ def described() -> str:
     )
 
 
+def products() -> str:
+    """'Apptainer, Charliecloud, Docker, Podman and Shifter': every container runtime the
+    registry has, for the line `kit --help` opens with."""
+    names = sorted({cls.product for cls in RUNTIMES.values() if cls.product})
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def get(arm: str) -> Runtime:
     """The adapter for 'NAME' or 'NAME@LABEL'; a label makes a second arm of the same
     runtime (an A/A check, or the same runtime with other --runtime-arg options)."""

@@ -20,6 +20,7 @@ from .base import Job, Prepared, Runtime
 
 class Apptainer(Runtime):
     name = "singularity"
+    product = "Apptainer"
     aliases = ("apptainer",)
     summary = "Apptainer (Singularity) on the SIF converted from the image"
     runs = "singularity"

@@ -97,6 +97,7 @@ class Runtime:
 
     name = ""
     aliases: tuple[str, ...] = ()  # other names users may pass to --runtime
+    product = ""  # the container runtime's own name, as `kit --help` lists it ("": native)
     summary = ""  # one line for --help and `kit doctor`
     runs = ""  # what it runs: the `kit convert` format it converts to and runs, "engine" (the
     # local image) or "host"

@@ -11,6 +11,7 @@ DATA_MOUNT = "/mnt"
 
 class Charliecloud(Runtime):
     name = "charliecloud"
+    product = "Charliecloud"
     summary = "ch-run on the squashfs Shifter's image gateway would make"
     runs = "squashfs"
     needs = ("engine", "squashfs", "fuse")

@@ -17,6 +17,7 @@ from .base import Job, Prepared, Runtime, SiteOption
 
 class Docker(Runtime):
     name = "docker"
+    product = "Docker"
     summary = "the built image in the local Docker engine"
     runs = "engine"
     needs = ("engine", "base")

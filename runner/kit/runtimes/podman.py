@@ -19,6 +19,7 @@ from .base import Job, Prepared, Runtime
 
 class Podman(Runtime):
     name = "podman"
+    product = "Podman"
     summary = "rootless Podman on the image's docker-save archive (podman load)"
     runs = "docker-archive"
     needs = ("engine",)

@@ -15,6 +15,7 @@ from .base import Job, Prepared, Runtime, SiteOption
 
 class Shifter(Runtime):
     name = "shifter"
+    product = "Shifter"
     summary = "command lines for a site's Shifter (not installable here)"
     runs = "shifter"
     tool = "shifter"
