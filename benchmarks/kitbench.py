@@ -44,7 +44,7 @@ MODELS = {  # model -> input image side; each framework builds those it has
 }
 DATASET_STAMP = "kit-dataset.json"
 
-# kit sends SIGUSR1 to a rank that outlives --timeout (runner/kit/trial.py): every
+# kit sends SIGUSR1 to a rank that outlives --timeout (runner/kit/launch/process.py): every
 # thread's Python stack goes to stderr and into the trial's record. (The unit tests import
 # the scripts to check their MODELS, sometimes with a stderr that is no file: no dump then.)
 with contextlib.suppress(io.UnsupportedOperation):

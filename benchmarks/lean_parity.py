@@ -5,7 +5,7 @@ Runs on the host (it needs kit and a Docker engine): for each round, in a seeded
 random order, one launch of the entry point and one of benchmarks/lean.py, each
 `docker run` with the settings kit's Docker runtime uses, same model, batch and
 steps, one rank; then the median per-round ratio entry / lean with its exact
-sign-test interval (kit.stats.paired_ratio). Within 2 % is parity.
+Wilcoxon signed-rank interval (kit.results.stats.paired_ratio). Within 2 % is parity.
 
   python3 benchmarks/lean_parity.py kit/horovod-mpich:1.2.0-cpu tf-cnn --model resnet50 \
       --batch-size 8 --steps 6 --rounds 10
@@ -19,7 +19,8 @@ import statistics
 import subprocess
 import sys
 
-from kit import engine, stats
+from kit.image import engine
+from kit.results import stats
 
 ENTRY = {  # entry point -> (its script and fixed options, the lean loop's framework)
     "torch-cnn": (["torch_cnn.py"], "torch"),

@@ -7,8 +7,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from . import __version__
-from .errors import KitError
+from kit import __version__
+from kit.core.errors import KitError
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
@@ -19,7 +19,7 @@ WIDTHS = (16, 8, 8, 9, 9, 10)  # kit list's columns
 
 def _sizes(chosen: list) -> dict[str, str]:
     """Built size of each image's cpu variant, when an engine answers."""
-    from . import engine
+    from kit.image import engine
 
     try:
         engine.server_version()
@@ -33,7 +33,7 @@ def _sizes(chosen: list) -> dict[str, str]:
 
 
 def cmd_list(a: argparse.Namespace) -> None:
-    from . import recipes
+    from kit.image import recipes
 
     loaded = list(recipes.load_all().values())
     rows = [
@@ -70,13 +70,13 @@ def cmd_list(a: argparse.Namespace) -> None:
 
 
 def _selected(names: list[str]) -> list:
-    from . import recipes
+    from kit.image import recipes
 
     return [recipes.load(n) for n in names] if names else list(recipes.load_all().values())
 
 
 def cmd_render(a: argparse.Namespace) -> None:
-    from . import render
+    from kit.image import render
 
     chosen = _selected(a.images)
     if a.check:
@@ -91,13 +91,13 @@ def cmd_render(a: argparse.Namespace) -> None:
 
 
 def cmd_base(a: argparse.Namespace) -> None:
-    from . import base
+    from kit.image import debian_base
 
-    base.make(a.suite, a.mirror, a.force)
+    debian_base.make(a.suite, a.mirror, a.force)
 
 
 def cmd_build(a: argparse.Namespace) -> None:
-    from . import build, convert, recipes
+    from kit.image import build, convert, recipes
 
     r = recipes.load(a.image)
     formats = convert.parse_formats(a.to) if a.to else []
@@ -107,7 +107,7 @@ def cmd_build(a: argparse.Namespace) -> None:
 
 
 def cmd_convert(a: argparse.Namespace) -> None:
-    from . import convert, recipes
+    from kit.image import convert, recipes
 
     r = recipes.load(a.image)
     art = convert.convert(r, a.variant, convert.parse_formats(a.to))
@@ -115,7 +115,7 @@ def cmd_convert(a: argparse.Namespace) -> None:
 
 
 def cmd_pull(a: argparse.Namespace) -> None:
-    from . import pull, recipes
+    from kit.image import pull, recipes
 
     pull.pull(recipes.load(a.image), a.variant, a.ref)
 
@@ -125,7 +125,7 @@ def _interrupt(_sig: int, _frame: object) -> None:
 
 
 def cmd_presets(a: argparse.Namespace) -> None:
-    from . import presets
+    from kit.run import presets
 
     for name in presets.names():
         p = presets.load(name)
@@ -139,7 +139,9 @@ PRESET_OWN = {"command", "func", "image", "preset", "full", "out", "dry_run", "r
 
 def _run_preset(a: argparse.Namespace) -> None:
     """Each leg a `kit run` of its own, in OUT/LEG; then the preset's report."""
-    from . import presets, report, results
+    from kit.report import writers
+    from kit.results import store
+    from kit.run import presets
 
     if a.image is not None:
         raise KitError(f"--preset {a.preset} names its own images; drop '{a.image}'")
@@ -157,17 +159,18 @@ def _run_preset(a: argparse.Namespace) -> None:
         args = presets.argv(leg, out, a.full)
         if a.dry_run:
             args.append("--dry-run")
-        elif a.resume and (out / leg.name / results.SPEC_FILE).is_file():
+        elif a.resume and (out / leg.name / store.SPEC_FILE).is_file():
             args.append("--resume")
         print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
         cmd_run(kit_parser.parse_args(args))
     if not a.dry_run:
-        path, text = report.write([out], "md", 0.95, False)
+        path, text = writers.write([out], "md", 0.95, False)
         sys.stdout.write(text if path is None else f"report: {path}\n")
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from . import campaign, request, units
+    from kit.core import units
+    from kit.run import campaign, request
 
     if a.preset is not None:
         _run_preset(a)
@@ -211,15 +214,16 @@ def cmd_run(a: argparse.Namespace) -> None:
 
 
 def cmd_report(a: argparse.Namespace) -> None:
-    from . import report, request
+    from kit.report import writers
+    from kit.run import request
 
-    if a.format not in report.FORMATS:
-        raise KitError(f"--format '{a.format}' is not one of {', '.join(report.FORMATS)}")
+    if a.format not in writers.FORMATS:
+        raise KitError(f"--format '{a.format}' is not one of {', '.join(writers.FORMATS)}")
     request.check_confidence(a.confidence)
     for d in a.dir:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
-    path, text = report.write(a.dir, a.format, a.confidence, a.allow_mismatch, a.baseline)
+    path, text = writers.write(a.dir, a.format, a.confidence, a.allow_mismatch, a.baseline)
     if a.format == "html" and path is not None:
         print(path)
     else:
@@ -227,7 +231,7 @@ def cmd_report(a: argparse.Namespace) -> None:
 
 
 def cmd_doctor(a: argparse.Namespace) -> None:
-    from . import doctor, runtimes
+    from kit import doctor, runtimes
 
     names = [rt.name for rt in runtimes.parse(a.runtime)] if a.runtime else []
     text, ok = doctor.report(names)
@@ -237,7 +241,9 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import benches, runtimes, slurm
+    from kit import runtimes
+    from kit.core import benches
+    from kit.launch import slurm
 
     p = argparse.ArgumentParser(
         prog="kit",

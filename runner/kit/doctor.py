@@ -11,12 +11,12 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import engine
-from .base import base_tag
-from .errors import KitError
-from .proc import version_line
-from .recipes import FLAVOURS
-from .runtimes import RUNTIMES, Runtime
+from kit.core.errors import KitError
+from kit.core.proc import version_line
+from kit.image import engine
+from kit.image.debian_base import base_tag
+from kit.image.recipes import FLAVOURS
+from kit.runtimes import RUNTIMES, Runtime
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import recipes
+from kit.image import recipes
 
 IMAGE = "pytorch-mpich"
 RUNTIMES = "native,docker,podman,singularity,charliecloud"

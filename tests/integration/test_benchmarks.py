@@ -14,7 +14,7 @@ from pathlib import Path
 import kitbench
 import pytest
 
-from kit import trial
+from kit.launch import process
 
 from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit, short_sweeps
 
@@ -202,7 +202,7 @@ def test_accuracy_mode_learns_and_tensorboard_reads_it(
 ):
     """The learnable problem, trained 150 steps: loss and accuracy as TensorBoard events
     (read back by TensorBoard itself, from the Horovod image), final accuracy high."""
-    from kit import recipes
+    from kit.image import recipes
 
     logs = tmp_path / "events"
     logs.mkdir()
@@ -214,7 +214,7 @@ def test_accuracy_mode_learns_and_tensorboard_reads_it(
         volume=f"{logs}:/events",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rec = trial.parse_result(run.stdout)  # other ranks may print after it
+    rec = process.parse_result(run.stdout)  # other ranks may print after it
     assert rec is not None, run.stdout[-2000:]
     assert kitbench.validate(rec) == [] and rec["task"] == "accuracy"
     assert sum(rec["accuracy"][-10:]) / 10 > 0.8, rec["accuracy"]

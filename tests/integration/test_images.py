@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import trial
+from kit.launch import process
 
 from .conftest import CAFFE2_TAG, HOROVOD_TAG, apptainer, in_image
 
@@ -104,7 +104,7 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
         volume=f"{logs}:/events",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rec = trial.parse_result(run.stdout)  # other ranks may print after it
+    rec = process.parse_result(run.stdout)  # other ranks may print after it
     assert rec is not None, run.stdout[-2000:]
     assert (rec["bench"], rec["ranks"], rec["framework"]) == ("caffe2-cnn", 2, "caffe2")
     assert rec["mpi_library"].startswith("MPICH") and len(rec["loss"]) == 8

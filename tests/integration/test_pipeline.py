@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import recipes
+from kit.image import recipes
 
 from ..conftest import MINI, REPO
 from .conftest import IMAGE, RUNTIMES, docker, kit, leftovers

@@ -2,7 +2,7 @@
 
 import copy
 
-from kit import record as trial_record
+from kit.results import record as trial_record
 
 BASE = {
     "schema": trial_record.SCHEMA,

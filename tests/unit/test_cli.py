@@ -128,12 +128,12 @@ def test_unrunnable_docker_client_is_one_line(tmp_path):
 
 
 def test_report_in_a_read_only_folder_is_printed(tmp_path):
-    from kit import results
+    from kit.results import store
 
     from .records import record
 
     for i in range(6):
-        results.append(tmp_path, record("native", 100.0 + i, index=i))
+        store.append(tmp_path, record("native", 100.0 + i, index=i))
     tmp_path.chmod(0o555)
     try:
         p = kit("report", str(tmp_path))
@@ -147,7 +147,7 @@ def test_report_in_a_read_only_folder_is_printed(tmp_path):
 
 
 def test_mpich_launcher_version_is_hydras_version_field():
-    from kit.proc import version_line
+    from kit.core.proc import version_line
 
     hydra = "HYDRA build details:\n    Version:                                 4.0.2\n"
     assert version_line(hydra) == "MPICH (Hydra) 4.0.2"
@@ -156,15 +156,15 @@ def test_mpich_launcher_version_is_hydras_version_field():
 
 def test_allow_mismatch_from_the_command_line(tmp_path):
     """Refused by default (named as such), compared and marked with --allow-mismatch."""
-    from kit import results
+    from kit.results import store
 
     from .records import record
 
     for i, rate in enumerate((100, 101, 102, 103, 104, 105)):
-        results.append(tmp_path, record("native", rate, index=2 * i))
+        store.append(tmp_path, record("native", rate, index=2 * i))
         other = record("docker", rate, index=2 * i + 1)
         other["result"]["framework_version"] = "2.0"
-        results.append(tmp_path, other)
+        store.append(tmp_path, other)
     refused = kit("report", str(tmp_path))
     assert refused.returncode == 0, refused.stderr
     assert "not compared: software differs from native (2.0 / MPICH 4.0.2" in refused.stdout

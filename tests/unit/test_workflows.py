@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kit import recipes
+from kit.image import recipes
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))

@@ -8,8 +8,8 @@ import importlib
 import pkgutil
 import re
 
-from ..errors import KitError
-from .base import Job, Prepared, Runtime
+from kit.core.errors import KitError
+from kit.runtimes.base import Job, Prepared, Runtime
 
 __all__ = ["ALIASES", "RUNTIMES", "Job", "Prepared", "Runtime", "get", "parse"]
 

@@ -10,12 +10,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .. import convert, engine, pull
-from ..errors import KitError
-from ..paths import cache_dir
-from ..recipes import Recipe
-from . import base
-from .base import Job, Prepared, Runtime
+from kit.core.errors import KitError
+from kit.core.paths import cache_dir
+from kit.image import convert, engine, pull
+from kit.image.recipes import Recipe
+from kit.runtimes import base
+from kit.runtimes.base import Job, Prepared, Runtime
 
 
 class Apptainer(Runtime):

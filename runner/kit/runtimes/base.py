@@ -7,11 +7,11 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from .. import schema
-from ..blocks import BENCH_DIR as IMAGE_BENCH
-from ..blocks import PYTHON as IMAGE_PYTHON
-from ..errors import KitError
-from ..recipes import Recipe
+from kit.core import schema
+from kit.core.errors import KitError
+from kit.image.blocks import BENCH_DIR as IMAGE_BENCH
+from kit.image.blocks import PYTHON as IMAGE_PYTHON
+from kit.image.recipes import Recipe
 
 __all__ = ["Job", "Prepared", "Runtime", "in_image"]
 

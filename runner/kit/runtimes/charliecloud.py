@@ -1,9 +1,9 @@
 """Charliecloud: runs the Shifter-format squashfs unprivileged, hybrid MPI model."""
 
-from .. import convert
-from ..recipes import Recipe
-from . import base
-from .base import Job, Prepared, Runtime
+from kit.image import convert
+from kit.image.recipes import Recipe
+from kit.runtimes import base
+from kit.runtimes.base import Job, Prepared, Runtime
 
 # ch-run mounts onto folders the (read-only) squashfs already has; Debian's /mnt is one.
 DATA_MOUNT = "/mnt"

@@ -8,11 +8,12 @@ Charliecloud); ranks share one container, launched by the image's own mpirun.
 import os
 import subprocess
 
-from .. import engine, schema
-from ..errors import KitError
-from ..recipes import Recipe
-from . import base
-from .base import Job, Prepared, Runtime, SiteOption
+from kit.core import schema
+from kit.core.errors import KitError
+from kit.image import engine
+from kit.image.recipes import Recipe
+from kit.runtimes import base
+from kit.runtimes.base import Job, Prepared, Runtime, SiteOption
 
 
 class Docker(Runtime):

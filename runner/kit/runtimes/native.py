@@ -1,9 +1,9 @@
-"""Native: the host's own python and MPI, with the image's pins (see kit.native_env)."""
+"""Native: the host's own python and MPI, with the image's pins (see kit.runtimes.native_env)."""
 
-from .. import native_env
-from ..paths import repo_root
-from ..recipes import Recipe
-from .base import Job, Prepared, Runtime
+from kit.core.paths import repo_root
+from kit.image.recipes import Recipe
+from kit.runtimes import native_env
+from kit.runtimes.base import Job, Prepared, Runtime
 
 
 class Native(Runtime):

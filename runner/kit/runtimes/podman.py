@@ -10,11 +10,11 @@ import subprocess
 import sys
 import time
 
-from .. import convert
-from ..proc import capture
-from ..recipes import Recipe
-from . import base
-from .base import Job, Prepared, Runtime
+from kit.core.proc import capture
+from kit.image import convert
+from kit.image.recipes import Recipe
+from kit.runtimes import base
+from kit.runtimes.base import Job, Prepared, Runtime
 
 
 class Podman(Runtime):

@@ -7,10 +7,11 @@ charliecloud runtime runs here.
 
 import re
 
-from .. import engine, schema
-from ..recipes import Recipe
-from . import base
-from .base import Job, Prepared, Runtime, SiteOption
+from kit.core import schema
+from kit.image import engine
+from kit.image.recipes import Recipe
+from kit.runtimes import base
+from kit.runtimes.base import Job, Prepared, Runtime, SiteOption
 
 
 class Shifter(Runtime):

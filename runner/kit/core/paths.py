@@ -1,0 +1,39 @@
+"""Where kit finds its recipes and keeps generated artefacts."""
+
+import contextlib
+import fcntl
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout holding recipes/, containers/ and benchmarks/ (KIT_ROOT overrides)."""
+    if "KIT_ROOT" in os.environ:
+        return Path(os.environ["KIT_ROOT"])
+    return Path(__file__).resolve().parents[3]  # runner/kit/core/paths.py
+
+
+def cache_dir() -> Path:
+    """Converted images and native environments, keyed by digest (KIT_CACHE overrides)."""
+    if "KIT_CACHE" in os.environ:
+        return Path(os.environ["KIT_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "kit"
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file `lock` while kit makes `what` in the cache: a
+    second kit (another campaign on the same login node, an array job's next task) waits
+    for the first, then finds the result made, instead of writing the same files at once.
+    flock: local disks, and NFS homes through the kernel's NFS locking."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another kit making {what} ({lock})", file=sys.stderr, flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield

@@ -1,0 +1,48 @@
+"""Running external commands as argument lists, with one-line errors."""
+
+import shutil
+import subprocess
+import sys
+
+from kit.core.errors import KitError
+
+
+def which(cmd: str, fix: str) -> str:
+    """The full path of cmd, or a KitError that says how to get it."""
+    path = shutil.which(cmd)
+    if path is None:
+        raise KitError(f"'{cmd}' not found on PATH; {fix}")
+    return path
+
+
+def capture(argv: list[str], what: str, **kw) -> str:
+    """Run argv, return stdout; on failure raise with the last line of stderr."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, **kw)
+    except FileNotFoundError:
+        raise KitError(f"{what}: '{argv[0]}' not found") from None
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise KitError(f"{what} failed (exit {p.returncode}): {tail}")
+    return p.stdout
+
+
+def stream(argv: list[str], what: str, **kw) -> None:
+    """Run argv with its output shown live (long steps show progress), raise on failure."""
+    print(f"+ {' '.join(argv)}", file=sys.stderr, flush=True)
+    try:
+        rc = subprocess.run(argv, **kw).returncode
+    except FileNotFoundError:
+        raise KitError(f"{what}: '{argv[0]}' not found") from None
+    if rc != 0:
+        raise KitError(f"{what} failed (exit {rc}); see the output above")
+
+
+def version_line(text: str) -> str:
+    """The version line of a tool's --version output: the first line, except for MPICH's
+    Hydra, whose first line is a heading and whose version is its "Version:" field."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    if lines and lines[0].startswith("HYDRA"):
+        version = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("Version:")), "")
+        return f"MPICH (Hydra) {version}".strip()
+    return lines[0] if lines else "unknown"

@@ -1,0 +1,56 @@
+"""Checks for the TOML files users write (recipes, Slurm site files).
+
+A misspelt key must not silently change what is built or submitted, and a value
+that lands in a Dockerfile, an Apptainer definition or a batch script must not be
+able to smuggle in a line or a command; so every table lists its keys, every
+value has a type, and strings are held to the alphabet their use allows. Each
+error names the file, the key and what is wrong.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.errors import KitError
+
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # image, benchmark and package names
+TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,500}")  # one printable line: quoted where rendered
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: type | tuple[type, ...]  # the TOML type; list means a list of `item`
+    pattern: re.Pattern | None = None  # for str, and for each str in a list
+    item: type = str
+
+
+def check_table(where: Path | str, table: str, data: object, fields: dict[str, Field]) -> dict:
+    """The table as a dict, or a KitError naming the first key that is unknown or wrong."""
+    prefix = f"{where}: [{table}]" if table else f"{where}:"
+    if not isinstance(data, dict):
+        raise KitError(f"{prefix} must be a table, got {type(data).__name__}")
+    for key, value in data.items():
+        if key not in fields:
+            raise KitError(f"{prefix} unknown key {key!r} (known: {', '.join(sorted(fields))})")
+        check_value(f"{prefix} {key}", value, fields[key])
+    return data
+
+
+def check_value(what: str, value: object, f: Field) -> None:
+    kinds = f.kind if isinstance(f.kind, tuple) else (f.kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        raise KitError(f"{what}: must be a {_names(kinds)}, got a boolean")
+    if not isinstance(value, kinds):
+        raise KitError(f"{what}: must be a {_names(kinds)}, got {type(value).__name__}")
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(value, list) and (
+            not isinstance(item, f.item) or (isinstance(item, bool) and f.item is not bool)
+        ):
+            raise KitError(f"{what}: every entry must be a {f.item.__name__}, got {item!r}")
+        if isinstance(item, str) and f.pattern and not f.pattern.fullmatch(item):
+            raise KitError(f"{what}: {item!r} is not allowed here (must match {f.pattern.pattern})")
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("table" if k is dict else k.__name__ for k in kinds)

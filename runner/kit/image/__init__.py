@@ -1,0 +1,3 @@
+"""Recipes to images: the recipes and their building blocks, the rendered Dockerfiles and
+definitions, the local Debian base image, the engine, builds, conversions (SIF, squashfs,
+docker-save) and pulls. Imports kit.core."""

@@ -1,0 +1,165 @@
+"""`kit build`: a real `docker build` of a rendered recipe, with the site CA as a secret."""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.errors import KitError
+from kit.core.paths import repo_root
+from kit.core.proc import capture, stream
+from kit.image import engine, render
+from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
+from kit.image.convert import artifacts
+from kit.image.recipes import Recipe
+
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def ca_bundle(override: Path | None) -> Path | None:
+    """The CA bundle pip and curl inside the build trust: --ca-cert, KIT_CA_CERT, or the
+    host's own bundle (which carries any site CA that intercepts TLS)."""
+    chosen = override or (Path(os.environ["KIT_CA_CERT"]) if "KIT_CA_CERT" in os.environ else None)
+    if chosen is not None:
+        if not chosen.is_file():
+            raise KitError(f"CA bundle '{chosen}' is not a file; pass --ca-cert FILE")
+        return chosen
+    return HOST_CA if HOST_CA.is_file() else None
+
+
+@dataclass(frozen=True)
+class Options:
+    ca_cert: Path | None = None  # CA bundle override (else KIT_CA_CERT, else the host's)
+    no_cache: bool = False
+    cache_from: tuple[str, ...] = ()  # images whose layers may be reused (CI caches)
+
+
+def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> list[str]:
+    """The docker build command (BuildKit: the CA is a secret, never a layer). Images
+    carry inline cache metadata, so a later build can reuse them with --cache-from."""
+    argv = [
+        engine.docker(),
+        "build",
+        "--progress=plain",
+        "-t",
+        recipe.tag(variant),
+        "-f",
+        str(repo_root() / "containers" / recipe.name / render.dockerfile_name(variant)),
+    ]
+    if ca is not None:
+        argv += ["--secret", f"id=cacert,src={ca}"]
+    if os.environ.get("PIP_INDEX_URL"):
+        argv += ["--build-arg", f"KIT_PIP_INDEX_URL={os.environ['PIP_INDEX_URL']}"]
+    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    for ref in opts.cache_from:
+        argv += ["--cache-from", ref]
+    if opts.no_cache:
+        argv.append("--no-cache")
+    return [*argv, str(repo_root())]
+
+
+def ensure_base(recipe: Recipe, variant: str) -> None:
+    """The image to build FROM is here: the local Debian base (made by `kit base`), or a
+    registry image (a CUDA variant's) that the engine pulls, or says why it cannot."""
+    base = recipe.base
+    if engine.inspect(base) is not None:
+        return
+    if recipe.local_base:
+        raise KitError(
+            f"base image {base} is missing; make it as root with: kit base --suite {recipe.distro}"
+        )
+    print(f"pulling {base} (the {variant} variant builds on it)", flush=True)
+    p = subprocess.run([engine.docker(), "pull", base], capture_output=True, text=True)
+    if p.returncode != 0:
+        reason = (p.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise KitError(
+            f"the {variant} variant of {recipe.name} builds FROM {base}, which this engine "
+            f"does not have and cannot pull ({reason}); build it where that image can be "
+            f"pulled, or 'docker load' it here first"
+        )
+
+
+def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
+    opts = opts or Options()
+    render.check([recipe])
+    recipe = recipe.for_variant(variant)
+    engine.server_version()
+    ensure_base(recipe, variant)
+    t0 = time.monotonic()
+    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+        iidfile = Path(scratch) / "image-id"
+        stream(untagged_argv(argv, iidfile), "docker build", env=env)
+        image = iidfile.read_text().strip()
+    # Second pass: every step is cached but the label holding the package lists.
+    lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
+    contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
+    print("labelling the image with its package lists", flush=True)
+    capture(label_argv(argv, contents), "docker build (labels)", env=env)
+    manifest = write_manifest(recipe, variant, lists[APT_LIST], lists[PIP_LIST])
+    print(
+        f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
+        f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
+    )
+    print(f"manifest {artifacts(recipe, variant).dir / 'manifest.json'}")
+    return recipe.tag(variant)
+
+
+def untagged_argv(argv: list[str], iidfile: Path) -> list[str]:
+    """The first pass, untagged (its id goes to `iidfile`): until its package lists are
+    in its labels it is not the image the tag names, and a `kit run` or a second build
+    beside this one must not take it for that (seen with two test workers)."""
+    i = argv.index("-t")
+    return [*argv[:i], "--iidfile", str(iidfile), *argv[i + 2 :]]
+
+
+def label_argv(argv: list[str], contents: list[str]) -> list[str]:
+    """The same build with the package lists as build arguments (no --no-cache: the
+    second pass must reuse the first's layers)."""
+    extra = [x for c in contents for x in ("--build-arg", c)]
+    return [*[a for a in argv[:-1] if a != "--no-cache"], *extra, argv[-1]]
+
+
+def read_file(image: str, path: str) -> list[str]:
+    """Whitespace-separated words of a file in the image (as nobody)."""
+    out = subprocess.run(
+        [engine.docker(), "run", "--rm", "--user", "65534", image, "cat", path],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split()
+
+
+def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str]) -> dict:
+    """What the image really contains (the package lists read back from it), filed
+    beside its conversions."""
+    tag = recipe.tag(variant)
+    info = engine.inspect(tag) or {}
+
+    art = artifacts(recipe, variant)
+    manifest = {
+        "image": recipe.name,
+        "tag": tag,
+        "digest": art.digest,
+        "recipe_version": recipe.version,
+        "variant": variant,
+        "mpi": {"flavour": recipe.mpi.flavour, "version": recipe.mpi.version},
+        "size_bytes": info.get("Size", 0),
+        "labels": info["Config"].get("Labels") or {},
+        "apt": apt,
+        "pip": pip,
+    }
+    art.dir.mkdir(parents=True, exist_ok=True)
+    path = art.dir / "manifest.json"
+    try:  # a rebuild of the same digest keeps what its conversions recorded
+        earlier = json.loads(path.read_text()).get("conversion")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    if earlier:
+        manifest["conversion"] = earlier
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

@@ -1,0 +1,109 @@
+"""The Docker engine, driven through its command-line client."""
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+
+from kit.core.errors import KitError
+from kit.core.proc import capture
+
+
+@cache
+def docker() -> str:
+    """The docker client to use: KIT_DOCKER, else the first on PATH that can run BuildKit.
+
+    Clients from 23.0 on hand BuildKit builds to the buildx plugin and fail without
+    it; older clients (Debian's 20.10) carry BuildKit built in. Build secrets need it.
+    """
+    if os.environ.get("KIT_DOCKER"):
+        return os.environ["KIT_DOCKER"]
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    found = [p for d in dirs if os.access(p := os.path.join(d, "docker"), os.X_OK)]
+    for client in found:
+        if _has_buildkit(client):
+            return client
+    return found[0] if found else "docker"
+
+
+def _has_buildkit(client: str) -> bool:
+    if subprocess.run([client, "buildx", "version"], capture_output=True).returncode == 0:
+        return True
+    out = subprocess.run([client, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"version (\d+)\.", out)
+    return m is not None and int(m.group(1)) < 23
+
+
+def _run(args: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([docker(), *args], capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise KitError(
+            f"no docker client '{docker()}' on PATH; install docker.io or run ci/provision"
+        ) from None
+    except OSError as e:
+        raise KitError(
+            f"docker client '{docker()}' cannot be run ({e.strerror}); "
+            "set KIT_DOCKER to a working docker client"
+        ) from None
+
+
+def server_version() -> str:
+    """The engine's version, or a KitError saying how to start one."""
+    try:
+        p = _run(["version", "--format", "{{.Server.Version}}"], timeout=30)
+    except subprocess.TimeoutExpired:
+        raise KitError("the Docker engine did not answer within 30 s") from None
+    if p.returncode != 0 or not p.stdout.strip():
+        raise KitError(
+            "no Docker engine answers; start dockerd (as root: ci/provision) "
+            "or join the 'docker' group"
+        )
+    return p.stdout.strip()
+
+
+def inspect(ref: str) -> dict | None:
+    """`docker image inspect` of ref, or None when there is no such image."""
+    p = _run(["image", "inspect", ref])
+    if p.returncode != 0:
+        if "no such image" in p.stderr.lower():
+            return None
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"the Docker engine did not answer ({tail}); start dockerd or ci/provision")
+    return json.loads(p.stdout)[0]
+
+
+def found(ref: str) -> dict | None:
+    """ref's inspection when an engine answers here and holds it, else None; never raises
+    (for fallbacks: a pulled SIF, wheels compiled on the host)."""
+    try:
+        return inspect(ref)
+    except KitError:
+        return None
+
+
+def image_id(ref: str) -> str:
+    """The image's content digest (sha256:...), the key every cached conversion is filed under."""
+    info = inspect(ref)
+    if info is None:
+        raise KitError(f"no image '{ref}' in the Docker engine; build it first: kit build")
+    return info["Id"]
+
+
+def run_quiet(args: list[str], what: str) -> str:
+    return capture([docker(), *args], what)
+
+
+@contextlib.contextmanager
+def created(tag: str, purpose: str) -> Iterator[str]:
+    """A stopped container of tag (named kit-PURPOSE-PID), to export or copy files from;
+    removed afterwards whatever happens."""
+    name = f"kit-{purpose}-{os.getpid()}"
+    run_quiet(["create", "--name", name, tag], "docker create")
+    try:
+        yield name
+    finally:
+        subprocess.run([docker(), "rm", "-f", name], capture_output=True)

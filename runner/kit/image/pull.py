@@ -1,0 +1,67 @@
+"""`kit pull`: a published image as a SIF, for clusters with Apptainer and no Docker.
+
+The SIF is filed per recipe version and variant with the reference it came
+from and its own SHA-256, which trial records then carry as the image digest.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.errors import KitError
+from kit.core.paths import cache_dir, exclusive
+from kit.core.proc import stream, which
+from kit.image.convert import APPTAINER_FIX, compression, mksquashfs_args
+from kit.image.recipes import Recipe
+
+
+@dataclass(frozen=True)
+class Pulled:
+    sif: Path
+    ref: str
+    digest: str
+
+
+def _path(recipe: Recipe, variant: str) -> Path:
+    return cache_dir() / "pulled" / recipe.name / f"{recipe.version}-{variant}.sif"
+
+
+def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
+    """Build the SIF from ref (a registry reference, or any Apptainer source URI),
+    compressed as `kit convert` compresses (KIT_SQUASHFS_COMPRESSION)."""
+    recipe.check_variant(variant)
+    apptainer = which("apptainer", APPTAINER_FIX)
+    source = ref if "://" in ref else f"docker://{ref}"
+    sif = _path(recipe, variant)
+    with exclusive(sif.with_suffix(".lock"), f"the SIF of {recipe.name} {variant}"):
+        tmp = sif.with_suffix(".sif.part")
+        squash = " ".join(mksquashfs_args(compression()))
+        stream(
+            [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
+            "apptainer build",
+        )
+        h = hashlib.sha256()
+        with tmp.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        digest = f"sif-sha256:{h.hexdigest()}"
+        sif.with_suffix(".json").write_text(json.dumps({"ref": source, "digest": digest}) + "\n")
+        tmp.rename(sif)
+    print(f"pulled {source} -> {sif}")
+    return Pulled(sif, source, digest)
+
+
+def pulled(recipe: Recipe, variant: str) -> Pulled | None:
+    """The SIF `kit pull` made for this recipe version and variant, if any."""
+    sif = _path(recipe, variant)
+    if not sif.is_file():
+        return None
+    try:
+        meta = json.loads(sif.with_suffix(".json").read_text())
+        return Pulled(sif, str(meta["ref"]), str(meta["digest"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise KitError(
+            f"the pulled {sif} has no readable metadata ({sif.with_suffix('.json').name}); "
+            f"pull it again: kit pull {recipe.name} --ref REF"
+        ) from None

@@ -1,0 +1,116 @@
+"""Flatten an image's file system once, as the stream both squashfs consumers read.
+
+`docker export` gives the merged root file system as a tar stream; this rewrites it
+on the way to the squashfs packer: every file owned by root (what Shifter's image
+gateway does), no device nodes, and Apptainer's metadata folder added (the image's
+environment, labels and run script), so one compressed file serves Shifter,
+Charliecloud and, wrapped in a SIF, Apptainer.
+"""
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import IO
+
+from kit.core.errors import KitError
+
+Extra = dict[str, bytes | str | None]  # path -> file content, symlink target, or folder
+
+
+def apptainer_skeleton(apptainer: str, scratch: Path) -> Extra:
+    """Apptainer's own runtime files (action scripts, base environment that carries
+    --env into the container, ...) as the installed Apptainer writes them: it builds an
+    empty sandbox (0.1 s) and its /.singularity.d and top-level links are taken."""
+    empty, box = scratch / "empty", scratch / "box"
+    empty.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run(
+        [apptainer, "build", "--force", "--sandbox", str(box), str(empty)],
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        tail = (made.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"apptainer could not make its metadata skeleton: {tail}")
+    out: Extra = {}
+    for path in sorted(box.rglob("*")):
+        rel = path.relative_to(box).as_posix()
+        if not (rel.startswith(".singularity.d") or (path.is_symlink() and "/" not in rel)):
+            continue
+        if path.is_symlink():
+            out[rel] = os.readlink(path)
+        elif path.is_dir():
+            out[rel] = None
+        else:
+            out[rel] = path.read_bytes()
+    return out
+
+
+def apptainer_files(config: dict, skeleton: Extra | None = None) -> Extra:
+    """/.singularity.d from a Docker image config, over Apptainer's own skeleton: the
+    image's environment, labels and run script, as `apptainer build` would write them."""
+    env = [e.partition("=") for e in config.get("Env") or []]
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, _, v in env if k)
+    command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+    run = " ".join(shlex.quote(c) for c in command) if command else "/bin/sh"
+    return {
+        **(skeleton or {}),
+        ".singularity.d/env/10-docker2singularity.sh": f"#!/bin/sh\n{exports}".encode(),
+        ".singularity.d/runscript": f'#!/bin/sh\nexec {run} "$@"\n'.encode(),
+        ".singularity.d/labels.json": (
+            json.dumps(config.get("Labels") or {}, indent=2, sort_keys=True) + "\n"
+        ).encode(),
+    }
+
+
+def _owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    member.uid = member.gid = 0
+    member.uname = member.gname = "root"
+    return member
+
+
+def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = kind, mode
+    return info
+
+
+def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
+    """Copy the tar stream src to dst, every entry owned by root, without dev/* and
+    without what extra replaces, then add extra's files, links and folders at the end."""
+    with (
+        tarfile.open(fileobj=src, mode="r|") as source,
+        tarfile.open(fileobj=dst, mode="w|", format=tarfile.PAX_FORMAT) as out,
+    ):
+        seen = set()
+        for member in source:
+            name = member.name.removeprefix("./").rstrip("/")
+            if name == "dev" and member.isdir():
+                out.addfile(_owned_by_root(member))  # the folder stays: runtimes mount onto it
+                continue
+            if name.startswith("dev/") or name in extra:
+                continue
+            seen.add(name)
+            data = source.extractfile(member) if member.isreg() else None
+            out.addfile(_owned_by_root(member), data)
+        for path, data in sorted(extra.items()):
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                folder = "/".join(parts[:i])
+                if folder not in seen:
+                    seen.add(folder)
+                    out.addfile(_owned_by_root(_entry(folder, tarfile.DIRTYPE, 0o755)))
+            seen.add(path)
+            if data is None:
+                out.addfile(_owned_by_root(_entry(path, tarfile.DIRTYPE, 0o755)))
+            elif isinstance(data, str):
+                link = _entry(path, tarfile.SYMTYPE, 0o777)
+                link.linkname = data
+                out.addfile(_owned_by_root(link))
+            else:
+                info = _entry(path, tarfile.REGTYPE, 0o755)
+                info.size = len(data)
+                out.addfile(_owned_by_root(info), io.BytesIO(data))

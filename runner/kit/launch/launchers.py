@@ -1,0 +1,121 @@
+"""How a trial is started, apart from the runtime it runs in.
+
+A runtime says what one rank (or, for Docker and Podman, the whole job) runs; a
+launcher starts it: on this host (the flavour's mpirun for several ranks, or the
+image's own inside one container), or as a Slurm batch job (srun, or mpirun inside
+the allocation). The campaign takes any object with this interface, so its planning,
+resume and status handling are tested with a launcher that starts nothing.
+"""
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.errors import KitError
+from kit.core.proc import version_line
+from kit.image.recipes import Recipe
+from kit.launch import process, slurm
+from kit.runtimes import Job, Prepared, Runtime
+
+
+@dataclass(frozen=True)
+class Launched:
+    argv: list[str]  # what was started (for Slurm: the sbatch command)
+    outcome: process.Outcome
+    job_info: dict | None = None  # Slurm: job id, nodes, script
+
+
+class Launcher:
+    """Starts one trial and waits for it; subclasses say how."""
+
+    name = ""
+
+    def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
+        """Raise a KitError naming the fix when the campaign's trials cannot start here."""
+
+    def mpi_version(self, mpirun: str) -> str:
+        """The MPI launcher's version, recorded with every trial of more than one rank."""
+        if shutil.which(mpirun) is None:
+            return "none"
+        try:
+            p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+        return version_line(p.stdout or p.stderr)
+
+    def launch_time(self, now: float) -> str:
+        """The benchmark's --launch-time: when its command starts."""
+        return f"{now:.6f}"
+
+    def label(self, rt: Runtime, ranks: int) -> str:
+        """How the trial's ranks were started, as its record says."""
+        return rt.launcher(ranks)
+
+    def owns_ranks(self, rt: Runtime) -> bool:
+        """Whether the trial's processes descend from kit (so host load can tell them apart)."""
+        return rt.in_tree
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        raise NotImplementedError
+
+
+class Local(Launcher):
+    """On this host: the runtime's command, behind the flavour's mpirun for several ranks."""
+
+    name = "local"
+
+    def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
+        if any(n > 1 for n in ranks) and shutil.which(mpirun) is None:
+            raise KitError(
+                f"more than one rank needs '{mpirun}' on PATH; install "
+                f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
+            )
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        argv = rt.command(prep, job)
+        return Launched(argv, process.run(argv, env, timeout, job.name, lambda: rt.cleanup(job)))
+
+
+class Slurm(Launcher):
+    """One batch job a trial: its script written to folder, submitted, waited for."""
+
+    name = "slurm"
+
+    def __init__(self, site: slurm.Site, flavour: str, folder: Path) -> None:
+        self.site, self.flavour, self.folder = site, flavour, folder
+
+    def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
+        for tool in ("sbatch", "scontrol"):
+            if shutil.which(tool) is None:
+                raise KitError(
+                    f"--launcher slurm needs '{tool}' on PATH (a Slurm client); or use --emit DIR"
+                )
+
+    def launch_time(self, now: float) -> str:
+        return slurm.LAUNCH_ARG  # the job's start, set by the script, not the submission
+
+    def label(self, rt: Runtime, ranks: int) -> str:
+        return "slurm"
+
+    def owns_ranks(self, rt: Runtime) -> bool:
+        return False  # they run under slurmd
+
+    def write(self, rt: Runtime, prep: Prepared, job: Job, title: str) -> tuple[Path, Path]:
+        """The trial's sbatch script in the folder; its path and its job's output file."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{job.name}.sbatch"
+        output = (self.folder / f"{job.name}.out").resolve()
+        path.write_text(slurm.script(rt, prep, job, self.site, self.flavour, output, title))
+        return path, output
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        path, output = self.write(rt, prep, job, title)
+        outcome, job_info = slurm.submit(path, output, env, timeout, job.name)
+        return Launched(["sbatch", str(path)], outcome, job_info)

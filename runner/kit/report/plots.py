@@ -1,0 +1,297 @@
+"""The report's figures (matplotlib, rendered to inline SVG so the HTML is one file)."""
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kit.core import benches
+from kit.results.analysis import REFERENCE, Analysis, Arm, Group, MpiSweep
+
+Plot = Callable[[object], None]  # draws on a matplotlib Axes
+
+
+@dataclass(frozen=True)
+class Figure:
+    slug: str  # unique within a report; the HTML element id
+    caption: str
+    svg: str
+
+
+def _svg(slug: str, title: str, xlabel: str, ylabel: str, draw: Plot) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    # Text as paths (no fonts needed to view it); ids salted per figure, so several
+    # figures inline in one page never share an id, and output is reproducible.
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": slug}):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        try:
+            draw(ax)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+            fig.tight_layout()
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+        finally:
+            plt.close(fig)
+    return re.sub(r"^.*?(<svg)", r"\1", buf.getvalue(), count=1, flags=re.S)
+
+
+def _errorbar(ax, xs: list, arms: list[Arm], value: Callable[[Arm], tuple], label: str) -> None:
+    ys = [value(a) for a in arms]
+    ax.errorbar(
+        xs,
+        [y[0] for y in ys],
+        yerr=[[y[0] - y[1] for y in ys], [y[2] - y[0] for y in ys]],
+        marker="o",
+        capsize=3,
+        label=label,
+    )
+
+
+def _by(groups: list[Group], fields: tuple[str, ...]) -> dict[tuple, list[Group]]:
+    out: dict[tuple, list[Group]] = defaultdict(list)
+    for g in groups:
+        out[tuple(getattr(g.key, f) for f in fields)].append(g)
+    return out
+
+
+def _series(groups: list[Group], x: str) -> dict[str, tuple[list, list[Arm]]]:
+    """Per runtime: the x values (a key field) and its arm at each."""
+    out: dict[str, tuple[list, list[Arm]]] = defaultdict(lambda: ([], []))
+    for g in sorted(groups, key=lambda g: getattr(g.key, x)):
+        for arm in g.arms:
+            out[arm.runtime][0].append(getattr(g.key, x))
+            out[arm.runtime][1].append(arm)
+    return out
+
+
+def _rate(a: Arm) -> tuple:
+    return a.rate.value, a.rate.low, a.rate.high
+
+
+def _per_batch(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model, ranks, data), gs in _by(
+        a.groups, ("image", "bench", "model", "ranks", "data")
+    ).items():
+        if len(gs) < 2:  # one batch size: nothing to plot against it
+            continue
+        series = _series(gs, "batch_size")
+        name = f"{image} {bench} {model} {data}, {ranks} rank(s)"
+
+        def rate(ax, series=series) -> None:
+            for rt, (xs, arms) in series.items():
+                _errorbar(ax, xs, arms, _rate, rt)
+
+        def memory(ax, series=series) -> None:
+            for rt, (xs, arms) in series.items():
+                ax.plot(xs, [x.peak_rss_mb for x in arms], marker="o", label=rt)
+
+        slug = f"{image}-{bench}-{model}-{data}-np{ranks}"
+        yield Figure(
+            f"rate-{slug}",
+            f"Throughput vs batch size: {name}",
+            _svg(f"rate-{slug}", name, "batch size per rank", benches.metric(bench).unit, rate),
+        )
+        yield Figure(
+            f"mem-{slug}",
+            f"Peak memory vs batch size: {name}",
+            _svg(f"mem-{slug}", name, "batch size per rank", "peak RSS per rank (MB)", memory),
+        )
+
+
+def _scaling(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model, bs, data), gs in _by(
+        a.groups, ("image", "bench", "model", "batch_size", "data")
+    ).items():
+        if len(gs) < 2:
+            continue
+        series = _series(gs, "ranks")
+        ideal_rt = REFERENCE if REFERENCE in series else next(iter(series))
+
+        def draw(ax, series=series, ideal_rt=ideal_rt) -> None:
+            for rt, (xs, arms) in series.items():
+                _errorbar(ax, xs, arms, _rate, rt)
+            xs, arms = series[ideal_rt]
+            if xs[0] == 1:
+                ax.plot(
+                    xs,
+                    [arms[0].rate.value * x for x in xs],
+                    "k--",
+                    label=f"ideal (from {ideal_rt}, 1 rank)",
+                )
+            ax.set_xticks(xs)
+
+        slug = f"scaling-{image}-{bench}-{model}-{data}-bs{bs}"
+        name = f"{image} {bench} {model} {data}, batch {bs} per rank"
+        unit = benches.metric(bench).unit
+        yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", unit, draw))
+
+
+def _overhead(a: Analysis) -> Iterator[Figure]:
+    for (image, bench, model), gs in _by(a.groups, ("image", "bench", "model")).items():
+        points = [
+            (f"{arm.runtime} bs={g.key.batch_size} np={g.key.ranks} {g.key.data}", arm.ratio)
+            for g in gs
+            for arm in g.arms
+            if arm.ratio is not None
+        ]
+        if not points:
+            continue
+
+        def draw(ax, points=points) -> None:
+            ys = list(range(len(points)))
+            ax.errorbar(
+                [r.value for _, r in points],
+                ys,
+                xerr=[[r.value - r.low for _, r in points], [r.high - r.value for _, r in points]],
+                fmt="o",
+                capsize=3,
+            )
+            ax.axvline(1.0, color="k", linestyle="--", linewidth=1)
+            ax.set_yticks(ys, [label for label, _ in points], fontsize=7)
+
+        slug = f"overhead-{image}-{bench}-{model}"
+        name = f"{image} {bench} {model}"
+        yield Figure(
+            slug,
+            f"Throughput relative to {a.baseline}, {a.confidence:.0%} intervals: {name}",
+            _svg(slug, name, f"{benches.metric(bench).unit} relative to {a.baseline}", "", draw),
+        )
+
+
+STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("x", "--")]
+
+
+def _loss(a: Analysis) -> Iterator[Figure]:
+    """Median loss per timed step, each point over every trial of the arm (only the steps
+    every trial reached). Runtimes that ran the same seeded training draw the same
+    curve: each has its own marker and dash, and lines drawn first are wider, so a line
+    covered by a later one still shows around it."""
+    for g in a.groups:
+        drawn = [arm for arm in g.arms if arm.loss]
+        if not drawn:
+            continue
+        k = g.key
+
+        def draw(ax, drawn=drawn) -> None:
+            for i, arm in enumerate(drawn):
+                marker, dash = STYLES[i % len(STYLES)]
+                width = 1.0 + 2.5 * (len(drawn) - 1 - i) / max(len(drawn) - 1, 1)
+                steps = range(1, len(arm.loss) + 1)
+                ax.plot(
+                    steps,
+                    arm.loss,
+                    dash,
+                    marker=marker,
+                    linewidth=width,
+                    markersize=3 + width,
+                    markerfacecolor="none",
+                    label=arm.runtime,
+                )
+
+        slug = f"loss-{k.image}-{k.bench}-{k.model}-{k.data}-bs{k.batch_size}-np{k.ranks}"
+        name = f"{k.image} {k.bench} {k.model}, batch {k.batch_size}, {k.ranks} rank(s)"
+        held = ", ".join(f"{arm.runtime} {arm.n}" for arm in drawn)
+        yield Figure(
+            slug,
+            f"Loss per timed step, median over trials; every point holds all of an arm's "
+            f"trials ({held}): only the steps all of them reached are drawn: {name}",
+            _svg(slug, name, "timed step", "loss", draw),
+        )
+
+
+def _mpi(a: Analysis) -> Iterator[Figure]:
+    """Latency and bandwidth vs message size (log scales), per image and rank count."""
+    by: dict[tuple, list[MpiSweep]] = defaultdict(list)
+    for s in a.mpi:
+        by[(s.image, s.ranks, s.launcher)].append(s)
+    panels = (
+        ("p2p", "ping-pong latency (µs)", lambda p: p.p2p_latency_us),
+        ("bw", "ping-pong bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
+        ("allreduce", "allreduce time (µs)", lambda p: p.allreduce_us),
+    )
+    for (image, ranks, launcher), sweeps in by.items():
+        for tag, ylabel, field in panels:
+            if all(field(p) is None for s in sweeps for p in s.points):
+                continue
+
+            def draw(ax, sweeps=sweeps, field=field) -> None:
+                for s in sweeps:
+                    pts = [(p.bytes, field(p)) for p in s.points if field(p) is not None]
+                    ax.errorbar(
+                        [b for b, _ in pts],
+                        [iv.value for _, iv in pts],
+                        yerr=[
+                            [iv.value - iv.low for _, iv in pts],
+                            [iv.high - iv.value for _, iv in pts],
+                        ],
+                        marker="o",
+                        capsize=3,
+                        label=s.runtime,
+                    )
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+
+            via = "" if launcher == "local" else f"-{launcher}"
+            slug = f"mpi-{tag}-{image}-np{ranks}{via}"
+            name = f"{image} mpi4py, {ranks} ranks" + (f" via {launcher}" if via else "")
+            yield Figure(
+                slug,
+                f"MPI {ylabel} vs message size: {name}",
+                _svg(slug, name, "message size (bytes)", ylabel, draw),
+            )
+
+
+def _grpc(a: Analysis) -> Iterator[Figure]:
+    """gRPC latency, bandwidth and parameter-server throughput vs payload size (log
+    scales), one line per payload shape and mode, per sweep (image, ranks, runtime)."""
+    panels = (
+        ("p2p", "latency (µs)", lambda p: p.latency_us),
+        ("bw", "bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
+        ("ps", "PS push+pull (MB/s)", lambda p: p.ps_mb_s),
+    )
+    for s in a.grpc:
+        lines = sorted({(p.payload, p.mode) for p in s.points})
+        for tag, ylabel, field in panels:
+
+            def draw(ax, s=s, field=field, lines=lines) -> None:
+                for payload, mode in lines:
+                    pts = [p for p in s.points if (p.payload, p.mode) == (payload, mode)]
+                    ivs = [field(p) for p in pts]
+                    ax.errorbar(
+                        [p.bytes for p in pts],
+                        [iv.value for iv in ivs],
+                        yerr=[
+                            [iv.value - iv.low for iv in ivs],
+                            [iv.high - iv.value for iv in ivs],
+                        ],
+                        marker="o",
+                        capsize=3,
+                        label=f"{payload}, {mode}",
+                    )
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+
+            via = "" if s.launcher == "local" else f"-{s.launcher}"
+            slug = f"grpc-{tag}-{s.image}-np{s.ranks}-{s.runtime}{via}"
+            name = f"{s.image} gRPC, {s.ranks} ranks, {s.runtime}" + (
+                f" via {s.launcher}" if via else ""
+            )
+            yield Figure(
+                slug,
+                f"gRPC {ylabel} vs payload size: {name}",
+                _svg(slug, name, "payload size (bytes)", ylabel, draw),
+            )
+
+
+def figures(a: Analysis) -> list[Figure]:
+    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_mpi(a), *_grpc(a)]

@@ -1,0 +1,647 @@
+"""`kit report`: one analysis rendered as Markdown, CSV, JSON or a self-contained HTML page."""
+
+import csv
+import dataclasses
+import html
+import io
+import json
+import sys
+from pathlib import Path
+
+from kit.core import benches
+from kit.report import plots
+from kit.results import analysis, stats
+from kit.results.analysis import Analysis, Arm, Group, Key
+from kit.run import presets
+
+FORMATS = ("md", "csv", "json", "html")
+
+NOTES = (
+    "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
+    "Ratios to the baseline arm: paired by round (every arm runs in every round, in a "
+    "seeded random order; the baseline may run more than once a round, its launches then "
+    "averaged), the Hodges-Lehmann estimate of the per-round log ratios with the exact "
+    "Wilcoxon signed-rank interval; launches another job slowed (far slower than their "
+    "arm and round predict) are left out of the ratios and named; unpaired (Mann-Whitney "
+    "interval of the shift) only where no round has both arms. The verdicts form one "
+    "family: each ratio's interval is Bonferroni-adjusted over the report's comparisons, "
+    "so all verdicts hold together at the stated confidence; other intervals are each at "
+    "that confidence. † fewer trials than the interval needs at its confidence: the range "
+    "shown is min to max. "
+    "'Detectable' is the smallest difference this campaign's own spread would reveal "
+    f"with {stats.POWER:.0%} power: 'no significant difference' means no difference "
+    "larger than that. Start-up is launch to first finished step, reported apart from "
+    "throughput. Scaling efficiency is throughput at N ranks over N times one rank's "
+    "(per-rank batch size fixed). I/O overhead is (synthetic - real) / synthetic images/s."
+)
+
+
+def _iv(iv: stats.Interval | None, digits: int) -> str:
+    if iv is None:
+        return "n/a"
+    mark = "†" if iv.short else ""
+    return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
+
+
+def _ratio(arm: Arm, baseline: str) -> str:
+    if arm.runtime == baseline:
+        return "1 (reference)"
+    return _iv(arm.ratio, 3) if arm.ratio else "n/a"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"±{100 * x:.1f}%"
+
+
+def _title(k: Key) -> str:
+    return (
+        f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
+        + ("" if k.data == "synthetic" else f" · {k.data} data")
+        + ("" if k.launcher == "local" else f" · via {k.launcher}")
+        + ("" if k.variant == "cpu" else f" · {k.variant}")
+        + (f" · {k.bench_args}" if k.bench_args else "")
+        + ("" if k.steps is None else f" · {k.steps} steps after {k.warmup_steps}")
+    )
+
+
+def _columns(a: Analysis, g: Group) -> list[str]:
+    """The arms table's heading, in the group's metric (images/s for the CNN benchmarks)."""
+    unit = benches.metric(g.key.bench).unit
+    return [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
+
+
+COLUMNS = [
+    "runtime",
+    "n",
+    "± (precision)",
+    "pairing",
+    "detectable",
+    "verdict",
+    "start-up s [CI]",
+    "host load / other CPU",
+    "peak RSS MB",
+    "framework",
+    "MPI library",
+]
+
+
+def _precision(arm: Arm, target: float | None) -> str:
+    """'±1.8%', or with a target '±1.8% (target ±2.0% reached)': one statement."""
+    if arm.half_width is None:
+        return "n/a"
+    if target is None or not arm.precision:
+        return _pct(arm.half_width)
+    return f"{_pct(arm.half_width)} (target {_pct(target)} {arm.precision})"
+
+
+def report_title(a: Analysis) -> str:
+    """What the campaign measured, when and where: the report's title, whatever path
+    the report was asked for by ('kit report .')."""
+    images = sorted({g.key.image for g in a.groups} | {s.image for s in [*a.mpi, *a.grpc]})
+    sweeps = {"mpi"} if a.mpi else set()
+    what = sorted({g.key.bench for g in a.groups} | sweeps | ({"grpc"} if a.grpc else set()))
+    when = ""
+    if a.started:
+        first, last = (t.replace("T", " ")[:16] for t in a.started)
+        when = f", {first} to {last[11:] if last[:10] == first[:10] else last} UTC"
+    named = f"{a.preset['name']}: " if a.preset else ""
+    return (
+        f"kit report: {named}{', '.join(images) or 'no trials'} ({', '.join(what)})"
+        f"{when}, on {', '.join(a.hosts) or '?'}"
+    )
+
+
+def _load(arm: Arm) -> str:
+    if "loadavg_1m" not in arm.load:
+        return "n/a"
+    other = arm.load.get("other_cpu_pct")
+    return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
+
+
+def _row(arm: Arm, a: Analysis) -> list[str]:
+    return [
+        arm.runtime,
+        str(arm.n),
+        _iv(arm.rate, 1),
+        _ratio(arm, a.baseline),
+        _precision(arm, a.precision_target),
+        arm.method or "-",
+        _pct(arm.detectable),
+        arm.verdict,
+        _iv(arm.startup, 2),
+        _load(arm),
+        f"{arm.peak_rss_mb:.0f}",
+        arm.framework,
+        arm.mpi,
+    ]
+
+
+PAIR_COLUMNS = [
+    "runtime",
+    "over",
+    "ratio [CI]",
+    "± (precision)",
+    "pairing",
+    "detectable",
+    "verdict",
+]
+
+
+def _pair_row(arm: Arm, a: Analysis) -> list[str]:
+    return [
+        arm.runtime,
+        arm.against,
+        _iv(arm.ratio, 3) if arm.ratio else "n/a",
+        _precision(arm, a.precision_target),
+        arm.method or "-",
+        _pct(arm.detectable),
+        arm.verdict,
+    ]
+
+
+NUMBERS = ("one", "both", "all three", "all four", "all five", "all six", "all seven")
+
+
+def _together(a: Analysis) -> str:
+    if a.comparisons <= 1:
+        return f"{a.confidence:.0%}"
+    many = NUMBERS[a.comparisons - 1] if a.comparisons <= len(NUMBERS) else f"all {a.comparisons}"
+    return f"{a.confidence:.0%} for {many} together"
+
+
+def _between(arm: Arm, higher_is_better: bool) -> str:
+    """'between 2.1 % slower and 3.4 % faster than native', from the ratio's interval."""
+
+    def side(ratio: float) -> tuple[float, str]:
+        faster = (ratio > 1) == higher_is_better
+        return abs(ratio - 1) * 100, "faster" if faster else "slower"
+
+    (lo, lo_word), (hi, hi_word) = side(arm.ratio.low), side(arm.ratio.high)
+    if lo_word == hi_word:  # one side of 1: the nearer bound first
+        (lo, hi) = sorted((lo, hi))
+        return f"between {lo:.1f} % and {hi:.1f} % {hi_word} than {arm.against}"
+    if lo_word == "faster":  # lower-is-better metrics: the interval's ends swap words
+        (lo, lo_word), (hi, hi_word) = (hi, hi_word), (lo, lo_word)
+    return f"between {lo:.1f} % {lo_word} and {hi:.1f} % {hi_word} than {arm.against}"
+
+
+def answers(a: Analysis) -> list[str]:
+    """The report's first lines: one sentence a reader can quote per comparison."""
+    out = []
+    for g in a.groups:
+        where = f" ({_title(g.key)})" if len(a.groups) > 1 else ""
+        better = benches.metric(g.key.bench).higher_is_better
+        for arm in [*g.arms, *g.pairs]:
+            if not arm.against:
+                continue
+            if arm.ratio is None or arm.ratio.short or not arm.verdict[:1].islower():
+                said = arm.verdict or "not compared"
+            else:
+                said = f"{_between(arm, better)} ({_together(a)})"
+                if arm.verdict.endswith("(MISMATCHED SOFTWARE)"):
+                    said += ", with mismatched software"
+            out.append(f"{arm.runtime}{where}: {said}.")
+    return out
+
+
+def _disturbed(g: Group) -> str:
+    """Which trials the ratios left out, as one sentence (empty when none)."""
+    named = [f"{x.runtime} #{', #'.join(map(str, x.disturbed))}" for x in g.arms if x.disturbed]
+    if not named:
+        return ""
+    return (
+        "Left out of the ratios as disturbed by other load (more than "
+        f"{stats.DISTURBED_SLOWDOWN}x slower than their arm and round predict, and "
+        f"{stats.DISTURBED_SCALES:.0f} robust SDs of the launch noise): " + "; ".join(named) + "."
+    )
+
+
+def _spread(g: Group) -> str:
+    """The group's variance decomposition, as one sentence."""
+    v = g.variance
+    if v is None or v.rounds < 2:
+        return ""
+    parts = [
+        f"{name} {_pct(x)}"
+        for name, x in (
+            ("within a trial", v.within_trial),
+            ("between launches", v.between_launches),
+            ("drift across rounds", v.across_rounds),
+        )
+        if x is not None
+    ]
+    return f"Spread of one trial's figure (relative SD, {v.rounds} complete rounds): " + (
+        ", ".join(parts) + "."
+    )
+
+
+def _header(a: Analysis) -> str:
+    h = {k: a.host.get(k, "?") for k in ("cpu_model", "cores", "kernel")}
+    skipped = f" {len(a.skipped)} unreadable lines skipped." if a.skipped else ""
+    family = (
+        f" Confidence {a.confidence:.0%} for all {a.comparisons} comparisons together "
+        f"(Bonferroni: each at {a.each_confidence:.2%})."
+        if a.comparisons > 1
+        else f" Confidence {a.confidence:.0%}."
+    )
+    target = (
+        f" Precision target ±{a.precision_target:.1%}." if a.precision_target is not None else ""
+    )
+    return (
+        f"{a.trials} trials in {a.out_dir}: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
+        f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
+        f"{h['kernel']}.{family}{target}"
+    )
+
+
+def _failed(a: Analysis) -> list[str]:
+    return [
+        f"#{r['index']} {r['runtime']} np={r['ranks']} {r['model']} bs={r['batch_size']}: "
+        f"{r['status']} (exit {r['exit_code']})"
+        for r in a.not_ok
+    ]
+
+
+def _runtimes(a: Analysis) -> list[str]:
+    return [
+        f"{rt} ({v['version']}): {'; '.join(v['settings']) or 'defaults'}"
+        + (f"; passed through: {' '.join(v['args'])}" if v["args"] else "")
+        for rt, v in a.runtimes.items()
+    ]
+
+
+def _scaling_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.key.image,
+            s.key.bench,
+            s.key.model,
+            s.key.data,
+            str(s.key.batch_size),
+            str(s.key.ranks),
+            s.runtime,
+            _iv(s.efficiency, 3),
+        ]
+        for s in a.scaling
+    ]
+
+
+SCALING_COLUMNS = [
+    "image",
+    "bench",
+    "model",
+    "data",
+    "batch",
+    "ranks",
+    "runtime",
+    "efficiency [CI]",
+]
+IO_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
+
+
+def _io_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            x.key.image,
+            x.key.bench,
+            x.key.model,
+            str(x.key.batch_size),
+            str(x.key.ranks),
+            x.runtime,
+            _iv(x.overhead, 3),
+        ]
+        for x in a.io
+    ]
+
+
+MPI_COLUMNS = [
+    "image",
+    "ranks",
+    "launcher",
+    "runtime",
+    "n",
+    "bytes",
+    "p2p latency µs [CI]",
+    "p2p bandwidth MB/s [CI]",
+    "allreduce µs [CI]",
+    "MPI library",
+]
+OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
+GRPC_COLUMNS = [
+    "image",
+    "ranks",
+    "launcher",
+    "runtime",
+    "n",
+    "payload",
+    "mode",
+    "bytes",
+    "p2p latency µs [CI]",
+    "p2p bandwidth MB/s [CI]",
+    "PS push+pull MB/s [CI]",
+    "grpcio",
+]
+
+
+def _grpc_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.image,
+            str(s.ranks),
+            s.launcher,
+            s.runtime,
+            str(s.n),
+            p.payload,
+            p.mode,
+            str(p.bytes),
+            _iv(p.latency_us, 1),
+            _iv(p.bandwidth_mb_s, 1),
+            _iv(p.ps_mb_s, 1),
+            s.version,
+        ]
+        for s in a.grpc
+        for p in s.points
+    ]
+
+
+def _mpi_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [
+            s.image,
+            str(s.ranks),
+            s.launcher,
+            s.runtime,
+            str(s.n),
+            str(p.bytes),
+            _iv(p.p2p_latency_us, 2),
+            _iv(p.bandwidth_mb_s, 0),
+            _iv(p.allreduce_us, 2),
+            s.mpi,
+        ]
+        for s in a.mpi
+        for p in s.points
+    ]
+
+
+def _oom_rows(a: Analysis) -> list[list[str]]:
+    return [[str(o[f]) for f in (*analysis.OOM_FIELDS, "trials")] for o in a.oom]
+
+
+def _sections(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables after the per-configuration ones: (title, columns, rows), when not empty."""
+    out = [
+        ("Scaling efficiency", SCALING_COLUMNS, _scaling_rows(a)),
+        ("I/O overhead", IO_COLUMNS, _io_rows(a)),
+        ("MPI point-to-point and allreduce (mpi4py)", MPI_COLUMNS, _mpi_rows(a)),
+        ("gRPC point-to-point and parameter-server throughput", GRPC_COLUMNS, _grpc_rows(a)),
+        ("Did not fit in memory (out of memory is a result)", OOM_COLUMNS, _oom_rows(a)),
+    ]
+    return [x for x in out if x[2]]
+
+
+def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+PAIRS = "Every other pair (ratio: the row's runtime over the other, same family):"
+
+
+PUBLISHED_COLUMNS = ["claim", "published", "their setting", "source", "measured here", "finding"]
+PUBLISHED_NOTE = (
+    "Like is compared with like: ratios, efficiencies and overheads, never absolute "
+    "images/s across different hardware. A finding reads the measured interval (at the "
+    "confidence above) against the published figure on the same scale."
+)
+
+
+def _published_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [p[c] for c in ("claim", "published", "setting", "source", "measured", "finding")]
+        for p in a.published
+    ]
+
+
+def _intro(a: Analysis) -> list[str]:
+    if not a.preset:
+        return []
+    return [f"Preset {a.preset['name']}: {a.preset['title']}. {a.preset['question']}", ""]
+
+
+def markdown(a: Analysis) -> str:
+    lines = [f"# {report_title(a)}", "", *_intro(a)]
+    if said := answers(a):
+        lines += [*(f"- {x}" for x in said), ""]
+    lines += [_header(a), ""]
+    if a.published:
+        lines += [
+            "## Published beside measured",
+            "",
+            *_md_table(PUBLISHED_COLUMNS, _published_rows(a)),
+            "",
+            PUBLISHED_NOTE,
+            "",
+        ]
+    for g in a.groups:
+        lines += [
+            f"## {_title(g.key)}",
+            "",
+            *_md_table(_columns(a, g), [_row(x, a) for x in g.arms]),
+            "",
+        ]
+        if g.pairs:
+            lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs]), ""]
+        lines += [x for text in (_disturbed(g), _spread(g)) if text for x in (text, "")]
+    for title, columns, rows in _sections(a):
+        lines += [f"## {title}", "", *_md_table(columns, rows), ""]
+    if a.not_ok:
+        lines += ["## Trials that did not finish", "", *(f"- {x}" for x in _failed(a)), ""]
+    lines += ["## Runtimes", "", *(f"- {x}" for x in _runtimes(a)), "", NOTES, ""]
+    return "\n".join(lines)
+
+
+def _csv(a: Analysis) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "image",
+            "bench",
+            "model",
+            "batch_size",
+            "ranks",
+            "data",
+            "launcher",
+            "variant",
+            "bench_args",
+            "steps",
+            "warmup_steps",
+            "runtime",
+            "against",
+            "n",
+            "metric",
+            "median",
+            "median_low",
+            "median_high",
+            "ratio",
+            "ratio_low",
+            "ratio_high",
+            "half_width",
+            "pairing",
+            "detectable",
+            "verdict",
+            "precision",
+            "startup_s",
+            "peak_rss_mb",
+            "framework",
+            "mpi_library",
+        ]
+    )
+    for g in a.groups:
+        k = g.key
+        for x in [*g.arms, *g.pairs]:
+            r = x.ratio
+            w.writerow(
+                [
+                    k.image,
+                    k.bench,
+                    k.model,
+                    k.batch_size,
+                    k.ranks,
+                    k.data,
+                    k.launcher,
+                    k.variant,
+                    k.bench_args,
+                    "" if k.steps is None else k.steps,
+                    "" if k.warmup_steps is None else k.warmup_steps,
+                    x.runtime,
+                    x.against,
+                    x.n,
+                    benches.metric(k.bench).key,
+                    f"{x.rate.value:.4g}",
+                    f"{x.rate.low:.4g}",
+                    f"{x.rate.high:.4g}",
+                    *(
+                        ("", "", "")
+                        if r is None
+                        else (f"{r.value:.5f}", f"{r.low:.5f}", f"{r.high:.5f}")
+                    ),
+                    "" if x.half_width is None else f"{x.half_width:.5f}",
+                    x.method,
+                    "" if x.detectable is None else f"{x.detectable:.5f}",
+                    x.verdict,
+                    x.precision,
+                    f"{x.startup.value:.4g}",
+                    f"{x.peak_rss_mb:.1f}",
+                    x.framework,
+                    x.mpi,
+                ]
+            )
+    return buf.getvalue()
+
+
+def _html_table(columns: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:90%}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}
+figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:center}"""
+
+
+def _html(a: Analysis) -> str:
+    parts = [
+        f"<h1>{html.escape(report_title(a))}</h1>",
+        *(f"<p>{html.escape(x)}</p>" for x in _intro(a) if x),
+        ("<ul class=answers>" + "".join(f"<li>{html.escape(x)}</li>" for x in said) + "</ul>")
+        if (said := answers(a))
+        else "",
+        f"<p>{html.escape(_header(a))}</p>",
+    ]
+    if a.published:
+        parts += [
+            "<h2>Published beside measured</h2>",
+            _html_table(PUBLISHED_COLUMNS, _published_rows(a)),
+            f"<p>{html.escape(PUBLISHED_NOTE)}</p>",
+        ]
+    for g in a.groups:
+        parts += [
+            f"<h2>{html.escape(_title(g.key))}</h2>",
+            _html_table(_columns(a, g), [_row(x, a) for x in g.arms]),
+            f"<p>{html.escape(PAIRS)}</p>"
+            + _html_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])
+            if g.pairs
+            else "",
+            f"<p>{html.escape(left)}</p>" if (left := _disturbed(g)) else "",
+            f"<p>{html.escape(spread)}</p>" if (spread := _spread(g)) else "",
+        ]
+    for title, columns, rows in _sections(a):
+        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(columns, rows)]
+    if a.not_ok:
+        parts += [
+            "<h2>Trials that did not finish</h2><ul>",
+            *(f"<li>{html.escape(x)}</li>" for x in _failed(a)),
+            "</ul>",
+        ]
+    parts.append("<h2>Figures</h2>")
+    parts += [
+        f'<figure id="{html.escape(f.slug)}">{f.svg}<figcaption>{html.escape(f.caption)}'
+        "</figcaption></figure>"
+        for f in plots.figures(a)
+    ]
+    parts += [
+        "<h2>Runtimes</h2><ul>",
+        *(f"<li>{html.escape(x)}</li>" for x in _runtimes(a)),
+        "</ul>",
+        f"<p>{html.escape(NOTES)}</p>",
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(report_title(a))}</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(parts)}</body></html>\n"
+    )
+
+
+def render(a: Analysis, fmt: str) -> str:
+    if fmt == "md":
+        return markdown(a)
+    if fmt == "csv":
+        return _csv(a)
+    if fmt == "json":
+        return json.dumps(dataclasses.asdict(a), indent=2) + "\n"
+    return _html(a)
+
+
+def write(
+    out_dirs: list[Path],
+    fmt: str,
+    confidence: float,
+    allow_mismatch: bool,
+    baseline: str | None = None,
+) -> tuple[Path | None, str]:
+    """Render the report of results directories, filed in the first as report.FMT
+    (None: that folder is not writable, so the caller prints the text instead). A
+    preset's folder brings its legs, its baseline (unless one is given) and its
+    published figures."""
+    dirs, preset = presets.expand(out_dirs)
+    chosen = baseline or (preset.baseline if preset else analysis.REFERENCE)
+    a = analysis.analyse(dirs, confidence, allow_mismatch, chosen)
+    if preset:
+        a.preset = {"name": preset.name, "title": preset.title, "question": preset.question}
+        a.published = presets.published(a, preset)
+    text = render(a, fmt)
+    path = out_dirs[0] / f"report.{fmt}"
+    try:
+        path.write_text(text)
+    except OSError as e:
+        print(f"kit: warning: cannot write {path} ({e.strerror}); printing it", file=sys.stderr)
+        return None, text
+    return path, text

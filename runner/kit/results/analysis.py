@@ -1,0 +1,567 @@
+"""From trial records to the comparisons a report shows, in one data model.
+
+Every report format (Markdown, CSV, JSON, HTML and its plots) renders this model,
+so they cannot disagree. Trials are grouped by what was measured (image,
+benchmark, model, batch size, ranks); within a group each runtime arm is
+summarised by medians with intervals and compared with the reference arm
+(`native` unless the report names another baseline): paired by round where both
+arms finished it, else by the ratio of medians. With the baseline `all`, every other
+pair of arms is compared too, since published claims are as often container vs
+container (Singularity vs Docker) as container vs native. The comparisons form one
+family: their intervals are Bonferroni-adjusted so that every verdict of the report
+holds together at the stated confidence.
+"""
+
+import dataclasses
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.core import benches
+from kit.core.errors import KitError
+from kit.results import record, stats, store
+
+REFERENCE = "native"
+ALL_PAIRS = "all"
+OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
+
+
+@dataclass(frozen=True)
+class Key:
+    """What trials must share to be compared: kit.results.record's key fields (a test holds them
+    together)."""
+
+    image: str
+    bench: str
+    model: str
+    batch_size: int
+    ranks: int
+    data: str = "synthetic"  # or "real": read through the framework's input pipeline
+    launcher: str = "local"  # or "slurm": each trial a batch job
+    variant: str = "cpu"  # cpu and cuda builds of a recipe are different software
+    bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
+    steps: int | None = None  # timed steps asked for (None: a kit.trial/1 record)
+    warmup_steps: int | None = None
+
+    def order(self) -> tuple:
+        """The report's order of groups (unknown step counts first)."""
+        return tuple((v is not None, v if v is not None else 0) for v in vars(self).values())
+
+
+@dataclass
+class Arm:
+    """One runtime arm within a group."""
+
+    runtime: str
+    n: int
+    rate: stats.Interval  # the benchmark's metric (e.g. images/s), all ranks together
+    rates: list[float]  # each trial's metric, in trial order
+    startup: stats.Interval  # seconds from launch to the first finished step
+    peak_rss_mb: float  # median over trials of the largest rank's peak RSS
+    framework: str
+    mpi: str
+    settings: list[str]
+    ratio: stats.Interval | None = None  # rate / reference rate (family-adjusted)
+    method: str = ""  # how ratio was formed: "paired (N rounds)" or "unpaired"
+    half_width: float | None = None  # the ratio interval's larger side, relative
+    detectable: float | None = None  # smallest relative difference it could detect
+    verdict: str = ""
+    precision: str = ""  # with a precision target: "reached" or "not reached (±x%)"
+    against: str = ""  # the arm its ratio is over ("" for the baseline itself)
+    disturbed: list[int] = field(default_factory=list)  # trials (index) left out: other load
+    loss: list[float] = field(default_factory=list)  # median loss per timed step
+    load: dict = field(default_factory=dict)  # what the host did during its trials
+
+
+@dataclass
+class Variance:
+    """Where a group's spread comes from, as relative standard deviations of a trial's
+    figure: the step-to-step noise inside a trial (as it reaches the trial's mean), the
+    launch-to-launch variation, and slow drift of the host across rounds."""
+
+    within_trial: float | None
+    between_launches: float | None
+    across_rounds: float | None
+    rounds: int
+
+
+@dataclass
+class Group:
+    key: Key
+    arms: list[Arm]  # the baseline first (when the group has it); ratios are over it
+    variance: Variance | None = None
+    pairs: list[Arm] = field(default_factory=list)  # baseline "all": the other pairs
+
+
+@dataclass
+class Scaling:
+    """Throughput at `ranks` over `ranks` times the same arm's one-rank throughput."""
+
+    key: Key
+    runtime: str
+    efficiency: stats.Interval
+
+
+@dataclass
+class IoOverhead:
+    """(synthetic - real) / synthetic images/s: what reading real data costs one arm."""
+
+    key: Key  # the real-data configuration
+    runtime: str
+    overhead: stats.Interval
+
+
+@dataclass
+class MpiPoint:
+    """One message size of an MPI sweep for one arm: medians over trials, with intervals."""
+
+    bytes: int
+    p2p_latency_us: stats.Interval | None  # None with one rank (no ping-pong)
+    bandwidth_mb_s: stats.Interval | None
+    allreduce_us: stats.Interval
+
+
+@dataclass
+class MpiSweep:
+    image: str
+    ranks: int
+    launcher: str
+    runtime: str
+    n: int
+    mpi: str
+    points: list[MpiPoint]
+
+
+@dataclass
+class GrpcPoint:
+    """One payload shape, mode and size of a gRPC sweep: medians over trials."""
+
+    payload: str  # uniform, random or skew
+    mode: str  # serialized or non-serialized
+    bytes: int
+    latency_us: stats.Interval
+    bandwidth_mb_s: stats.Interval
+    ps_mb_s: stats.Interval  # parameter-server push + pull throughput, all workers
+
+
+@dataclass
+class GrpcSweep:
+    image: str
+    ranks: int
+    launcher: str
+    runtime: str
+    n: int
+    version: str  # grpcio
+    servers: int
+    points: list[GrpcPoint]
+
+
+@dataclass
+class Analysis:
+    out_dir: str
+    trials: int
+    ok: int
+    not_ok: list[dict]
+    warmup: int
+    host: dict
+    confidence: float
+    groups: list[Group]
+    scaling: list[Scaling]
+    io: list[IoOverhead]
+    mpi: list[MpiSweep]
+    oom: list[dict]  # configurations that did not fit in memory: key fields, runtime, trials
+    runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
+    comparisons: int = 0  # the family the verdicts' intervals are adjusted for
+    each_confidence: float = 0.95  # each comparison's interval: Bonferroni over the family
+    precision_target: float | None = None  # the campaign's --precision, if it had one
+    baseline: str = REFERENCE  # the arm every other is compared with
+    preset: dict = field(default_factory=dict)  # name, title, question of a preset's report
+    published: list[dict] = field(default_factory=list)  # its figures beside ours
+    skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
+    grpc: list[GrpcSweep] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)  # the first and last trial's start
+    hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
+
+
+def _mode(values: list[str]) -> str:
+    return Counter(values).most_common(1)[0][0]
+
+
+def _load(rs: list[dict]) -> dict:
+    """Median host activity over an arm's trials (recorded by kit run, when present)."""
+    loads = [r["host_load"] for r in rs if isinstance(r.get("host_load"), dict)]
+    if not loads:
+        return {}
+    return {
+        k: statistics.median(x[k] for x in loads)
+        for k in ("loadavg_1m", "other_cpu_pct", "steal_cpu_pct")
+        if all(isinstance(x.get(k), int | float) for x in loads)
+    }
+
+
+def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
+    res = [r["result"] for r in rs]
+    steps = min(len(x["loss"]) for x in res) if all("loss" in x for x in res) else 0
+    return Arm(
+        runtime=runtime,
+        n=len(rs),
+        rate=stats.median_ci(rates(rs), conf),
+        rates=rates(rs),
+        startup=stats.median_ci([x["startup_s"] for x in res], conf),
+        peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
+        framework=_mode([x["framework_version"] for x in res]),
+        mpi=_mode([x["mpi_library"] for x in res]),
+        settings=list(rs[-1].get("runtime_settings", [])),
+        loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
+        load=_load(rs),
+    )
+
+
+def _span(times: list[str]) -> list[str]:
+    return [min(times), max(times)] if times else []
+
+
+def rates(rs: list[dict]) -> list[float]:
+    """Each trial's figure on its benchmark's declared metric."""
+    return [r["result"][benches.metric(r["bench"]).key] for r in rs]
+
+
+def _by_round(rs: list[dict]) -> dict[tuple, float]:
+    """The metric per (campaign, round), the pairing key of a round-interleaved campaign:
+    the geometric mean where the arm ran more than once in the round (the baseline)."""
+    logs: dict[tuple, list[float]] = defaultdict(list)
+    paired = [r for r in rs if isinstance(r.get("repeat"), int)]
+    for r, x in zip(paired, rates(paired), strict=True):
+        logs[(r["campaign"], r["repeat"])].append(math.log(x))
+    return {k: math.exp(statistics.fmean(v)) for k, v in logs.items()}
+
+
+def _undisturbed(by_rt: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The group's trials less those stats.disturbed names (other load slowed them), each
+    arm's left-out trial indices kept on the side for the report."""
+    cells = [
+        (rt, (r["campaign"], r["repeat"]), math.log(x))
+        for rt, rs in by_rt.items()
+        for r, x in zip(rs, rates(rs), strict=True)
+        if isinstance(r.get("repeat"), int) and x > 0
+    ]
+    flagged = stats.disturbed(cells)
+    out: dict[str, list[dict]] = {}
+    k = 0
+    for rt, rs in by_rt.items():
+        out[rt] = []
+        for r, x in zip(rs, rates(rs), strict=True):
+            paired = isinstance(r.get("repeat"), int) and x > 0
+            if not (paired and k in flagged):
+                out[rt].append(r)
+            k += paired
+    return out
+
+
+def _same_software(arm: Arm, ref: Arm) -> bool:
+    return (arm.framework, arm.mpi) == (ref.framework, ref.mpi)
+
+
+def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
+    """Same software as the reference (or --allow-mismatch); else say why in the verdict."""
+    if _same_software(arm, ref) or allow_mismatch:
+        return True
+    arm.verdict = (
+        f"not compared: software differs from {ref.runtime} "
+        f"({arm.framework} / {arm.mpi} vs {ref.framework} / {ref.mpi}); "
+        "--allow-mismatch compares anyway"
+    )
+    return False
+
+
+def _compare(
+    arm: Arm, ref: Arm, rs: list[dict], ref_rs: list[dict], each: float, target: float | None
+) -> None:
+    """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when
+    enough rounds have both, else unpaired; its verdict and precision."""
+    arm.against = ref.runtime
+    mine, theirs = _by_round(rs), _by_round(ref_rs)
+    pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
+    if pairs:  # a round-interleaved campaign: too few rounds is "too few", not unpaired
+        launches = len(ref_rs) / max(len(theirs), 1)
+        times = f", {ref.runtime} x{launches:.2g} a round" if launches > 1.05 else ""
+        arm.ratio = stats.paired_ratio(pairs, each)
+        arm.method = f"paired ({len(pairs)} rounds{times})"
+    else:
+        arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
+    arm.half_width = stats.half_width(arm.ratio)
+    arm.detectable = stats.detectable(arm.ratio)
+    if arm.ratio.short:
+        arm.verdict = f"too few trials (need {stats.min_n(each)})"
+    else:
+        better = benches.metric(rs[0]["bench"]).higher_is_better
+        arm.verdict = stats.verdict(arm.ratio, higher_is_faster=better)
+    if not _same_software(arm, ref):
+        arm.verdict += " (MISMATCHED SOFTWARE)"
+    if target is not None:
+        reached = arm.half_width <= target and not arm.ratio.short
+        arm.precision = "reached" if reached else "not reached"
+
+
+def variance(key_arms: dict[str, list[dict]]) -> Variance:
+    """Variance decomposition of a group's log rates over the rounds every arm finished
+    (two-way: arm and round, no interaction), and the within-trial part from step times."""
+    within = []
+    for rs in key_arms.values():
+        for r in rs:
+            steps = r["result"].get("step_times_s") or []
+            if len(steps) >= 2 and statistics.fmean(steps) > 0:
+                within.append(statistics.stdev(steps) / statistics.fmean(steps) / len(steps) ** 0.5)
+    arms = sorted(key_arms)
+    per_arm = {x: _by_round(key_arms[x]) for x in arms}
+    complete = set.intersection(*(set(rounds) for rounds in per_arm.values()))
+    full = [{x: math.log(per_arm[x][k]) for x in arms} for k in sorted(complete)]
+    launches = rounds = None
+    a, n = len(arms), len(full)
+    if n >= 2:
+        grand = statistics.fmean(v for row in full for v in row.values())
+        arm_mean = {x: statistics.fmean(row[x] for row in full) for x in arms}
+        round_mean = [statistics.fmean(row.values()) for row in full]
+        if a >= 2:
+            resid = sum(
+                (row[x] - arm_mean[x] - rm + grand) ** 2
+                for row, rm in zip(full, round_mean, strict=True)
+                for x in arms
+            ) / ((a - 1) * (n - 1))
+            drift = statistics.variance(round_mean) - resid / a
+            launches, rounds = math.sqrt(resid), math.sqrt(max(drift, 0.0))
+        else:
+            launches = statistics.stdev(row[arms[0]] for row in full)
+    return Variance(statistics.median(within) if within else None, launches, rounds, n)
+
+
+def targets(out_dirs: list[Path]) -> float | None:
+    """The precision target the campaigns were run to (their saved --precision)."""
+    found = set()
+    for d in out_dirs:
+        try:
+            spec = json.loads((d / store.SPEC_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(spec, dict) and isinstance(spec.get("precision"), int | float):
+            found.add(float(spec["precision"]))
+    return min(found) if found else None
+
+
+def analyse(
+    out_dirs: list[Path],
+    confidence: float = 0.95,
+    allow_mismatch: bool = False,
+    baseline: str = REFERENCE,
+) -> Analysis:
+    """The analysis of one or more campaigns' results (e.g. the same matrix run locally
+    and through Slurm, side by side)."""
+    records, skipped = [], []
+    for out_dir in out_dirs:
+        loaded = store.load(out_dir)
+        found = loaded.records
+        skipped += loaded.problems
+        if not found:
+            raise KitError(
+                f"no trial records in {out_dir / store.FILE}; "
+                f"run 'kit run ... --out {out_dir}' first"
+            )
+        records += found
+    return summarise(
+        records,
+        ", ".join(str(d) for d in out_dirs),
+        confidence,
+        allow_mismatch,
+        targets(out_dirs),
+        skipped,
+        baseline,
+    )
+
+
+def summarise(
+    records: list[dict],
+    label: str,
+    confidence: float = 0.95,
+    allow_mismatch: bool = False,
+    target: float | None = None,
+    skipped: list[str] | None = None,
+    baseline: str = REFERENCE,
+) -> Analysis:
+    """The analysis of trial records (a campaign in progress uses it to decide whether its
+    comparisons are precise enough), each arm compared with `baseline` (an arm's name,
+    or "all": native first, then every other pair)."""
+    measured = [r for r in records if not r["warmup"]]
+    ok = [r for r in measured if r["status"] == "ok"]
+    by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in ok:
+        if benches.is_sweep(r["bench"]):
+            into = sweeps if r["bench"] == "mpi" else grpc
+            into[(r["image"], r["ranks"], record.launched_by(r))][r["runtime"]].append(r)
+            continue
+        by_key[Key(**record.key_values(r))][r["runtime"]].append(r)
+
+    ref = REFERENCE if baseline == ALL_PAIRS else baseline
+    arms_seen = {rt for by_rt in by_key.values() for rt in by_rt}
+    if by_key and baseline not in (ALL_PAIRS, REFERENCE) and baseline not in arms_seen:
+        raise KitError(
+            f"baseline '{baseline}' is not an arm of these results (arms: "
+            f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
+        )
+    groups = []
+    clean = {key: _undisturbed(by_rt) for key, by_rt in by_key.items()}
+    for key, by_rt in sorted(by_key.items(), key=lambda kv: kv[0].order()):
+        order = sorted(by_rt, key=lambda n: (n != ref, n))
+        arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
+        for arm in arms:
+            kept = {id(r) for r in clean[key][arm.runtime]}
+            arm.disturbed = [r["index"] for r in by_rt[arm.runtime] if id(r) not in kept]
+        groups.append(Group(key, arms, variance(clean[key])))
+    family = [
+        (g, arm, g.arms[0])
+        for g in groups
+        if g.arms[0].runtime == ref
+        for arm in g.arms[1:]
+        if _comparable(arm, g.arms[0], allow_mismatch)
+    ]
+    if baseline == ALL_PAIRS:
+        for g in groups:
+            others = g.arms[1:] if g.arms[0].runtime == ref else g.arms
+            for i, base in enumerate(others):
+                for arm in others[i + 1 :]:
+                    pair = dataclasses.replace(arm, verdict="", against=base.runtime)
+                    g.pairs.append(pair)
+                    if _comparable(pair, base, allow_mismatch):
+                        family.append((g, pair, base))
+    each = stats.family_confidence(confidence, len(family))
+    for g, arm, base in family:
+        by_rt = clean[g.key]
+        _compare(arm, base, by_rt[arm.runtime], by_rt[base.runtime], each, target)
+
+    scaling = []
+    for key, by_rt in by_key.items():
+        if key.ranks == 1:
+            continue
+        one = by_key.get(dataclasses.replace(key, ranks=1), {})
+        for rt, rs in sorted(by_rt.items()):
+            if rt in one:
+                ideal = [x * key.ranks for x in rates(one[rt])]
+                scaling.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, confidence)))
+    scaling.sort(key=lambda s: (*s.key.order(), s.runtime))
+
+    io = []
+    for key, by_rt in by_key.items():
+        synthetic = by_key.get(dataclasses.replace(key, data="synthetic"), {})
+        if key.data == "synthetic":
+            continue
+        for rt, rs in sorted(by_rt.items()):
+            if rt in synthetic:
+                ratio = stats.ratio_ci(rates(rs), rates(synthetic[rt]), confidence)
+                flipped = stats.Interval(
+                    1 - ratio.value, 1 - ratio.high, 1 - ratio.low, ratio.coverage
+                )
+                io.append(IoOverhead(key, rt, flipped))
+    io.sort(key=lambda x: (*x.key.order(), x.runtime))
+
+    oom: dict[tuple, int] = Counter(
+        tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"
+    )
+    runtimes: dict[str, dict] = {}
+    for r in records:
+        runtimes.setdefault(
+            r["runtime"],
+            {
+                "version": r["runtime_version"],
+                "settings": list(r["runtime_settings"]),
+                "args": list(r.get("runtime_args", [])),
+            },
+        )
+    return Analysis(
+        out_dir=label,
+        started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
+        hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
+        trials=len(records),
+        ok=len(ok),
+        not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],
+        warmup=len(records) - len(measured),
+        host=records[0]["host"],
+        confidence=confidence,
+        groups=groups,
+        scaling=scaling,
+        io=io,
+        mpi=[
+            _sweep(image, ranks, launcher, rt, rs, confidence)
+            for (image, ranks, launcher), by_rt in sorted(sweeps.items())
+            for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
+        ],
+        grpc=[
+            _grpc(image, ranks, launcher, rt, rs, confidence)
+            for (image, ranks, launcher), by_rt in sorted(grpc.items())
+            for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
+        ],
+        oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
+        runtimes=runtimes,
+        comparisons=len(family),
+        each_confidence=each,
+        precision_target=target,
+        skipped=skipped or [],
+        baseline=ref,
+    )
+
+
+def _sweep(
+    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+) -> MpiSweep:
+    """Per message size, medians over the trials that measured it."""
+
+    def ci(rows: list[dict], field: str) -> stats.Interval:
+        return stats.median_ci([row[field] for row in rows], conf)
+
+    res = [r["result"] for r in rs]
+    p2p: dict[int, list[dict]] = defaultdict(list)
+    red: dict[int, list[dict]] = defaultdict(list)
+    for x in res:
+        for row in x["p2p"]:
+            p2p[row["bytes"]].append(row)
+        for row in x["allreduce"]:
+            red[row["bytes"]].append(row)
+    points = [
+        MpiPoint(
+            size,
+            ci(p2p[size], "latency_us") if p2p.get(size) else None,
+            ci(p2p[size], "bandwidth_mb_s") if p2p.get(size) else None,
+            ci(red[size], "latency_us"),
+        )
+        for size in sorted(red)
+    ]
+    mpi = _mode([x["mpi_library"] for x in res])
+    return MpiSweep(image, ranks, launcher, runtime, len(rs), mpi, points)
+
+
+def _grpc(
+    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+) -> GrpcSweep:
+    """Per payload shape, mode and size, medians over the trials that measured it."""
+    res = [r["result"] for r in rs]
+    p2p: dict[tuple, list[dict]] = defaultdict(list)
+    ps: dict[tuple, list[dict]] = defaultdict(list)
+    for x in res:
+        for row in x["p2p"]:
+            p2p[(row["payload"], row["mode"], row["bytes"])].append(row)
+        for row in x["ps"]:
+            ps[(row["payload"], row["mode"], row["bytes"])].append(row)
+    points = [
+        GrpcPoint(
+            *key,
+            stats.median_ci([row["latency_us"] for row in p2p[key]], conf),
+            stats.median_ci([row["bandwidth_mb_s"] for row in p2p[key]], conf),
+            stats.median_ci([row["throughput_mb_s"] for row in ps[key]], conf),
+        )
+        for key in sorted(p2p.keys() & ps.keys())
+    ]
+    version = _mode([x["framework_version"] for x in res])
+    return GrpcSweep(image, ranks, launcher, runtime, len(rs), version, res[0]["servers"], points)

@@ -1,0 +1,89 @@
+"""The trial record, kit.trial/2: one typed value per trial, written as one JSON line.
+
+The fields marked `key` are everything that can change a trial's result; the
+analysis groups trials by exactly those (kit.results.analysis.Key has them, a unit test
+holds the two together), so a report over several campaigns never pools a cpu
+build with a cuda one, fp32 with bf16, 3 timed steps with 100, or a local launch
+with a Slurm job. kit.trial/1 files (written before the steps were recorded) are
+read with those fields unknown: such trials group only with each other.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+SCHEMA = "kit.trial/2"
+READABLE = ("kit.trial/1", SCHEMA)
+KEY = {"key": True}
+
+
+@dataclass(frozen=True)
+class Trial:
+    schema: str
+    campaign: str
+    index: int  # position in the campaign's plan (what --resume counts)
+    warmup: bool  # a warm-up round's trial: recorded, left out of reports
+    repeat: int  # the round: -W..-1 warm-up, 0.. measured (the analysis pairs by it)
+    # what ran: every field that can change the result is part of the analysis key
+    image: str = field(metadata=KEY)
+    variant: str = field(metadata=KEY)
+    bench: str = field(metadata=KEY)
+    model: str = field(metadata=KEY)
+    batch_size: int = field(metadata=KEY)
+    ranks: int = field(metadata=KEY)
+    data: str = field(metadata=KEY)
+    bench_args: list[str] = field(metadata=KEY)  # pass-through options, --min-time among them
+    steps: int = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
+    warmup_steps: int = field(metadata=KEY)
+    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, slurm
+    # the runtime arm
+    runtime: str  # the arm: the runtime's name, or NAME@LABEL
+    runtime_kind: str
+    runtime_version: str
+    runtime_settings: list[str]  # its fair defaults, and what preparing the image added
+    runtime_args: list[str]  # the user's pass-through options for this arm
+    # provenance
+    recipe_version: str
+    image_digest: str  # the image's id, or the native environment's fingerprint
+    image_ref: str
+    mpirun: str | None  # the host launcher's version, for more than one rank
+    slurm: dict | None  # job id, nodes, script
+    argv: list[str]
+    host: dict
+    host_load: dict
+    started: str
+    # outcome
+    wall_s: float
+    status: str  # ok, oom, failed, timeout, interrupted
+    exit_code: int | None
+    result: dict | None  # the benchmark's own record (kit.bench/2)
+    output_tail: str
+    stuck: list[dict]  # on timeout: the processes still running
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
+
+
+def launched_by(r: dict) -> str:
+    """Launches on this host are one launcher ("local") whatever started the ranks."""
+    return "slurm" if r.get("launcher") == "slurm" else "local"
+
+
+def key_values(r: dict) -> dict:
+    """A record's key fields as the analysis compares them (either schema); option lists
+    are compared as text."""
+    return {
+        "image": r["image"],
+        "variant": r.get("variant") or "cpu",
+        "bench": r["bench"],
+        "model": r["model"],
+        "batch_size": r["batch_size"],
+        "ranks": r["ranks"],
+        "data": r.get("data") or (r.get("result") or {}).get("data", "synthetic"),
+        "bench_args": " ".join(r.get("bench_args") or []),
+        "steps": r.get("steps"),
+        "warmup_steps": r.get("warmup_steps"),
+        "launcher": launched_by(r),
+    }

@@ -1,0 +1,155 @@
+"""The results store: one JSON line per trial in DIR/trials.jsonl, appended as each ends.
+
+Each record is written with one O_APPEND write and fsync'd before the next
+trial starts, so a campaign killed at any point keeps every finished trial. A
+kill or a full disk can leave the last line cut short; the next append ends
+that line first, so a new record never merges into the fragment. The reader
+names every line it cannot use (`file:line: why`) and goes on with the rest.
+"""
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.core import benches
+from kit.core.errors import KitError
+from kit.results.record import READABLE
+
+FILE = "trials.jsonl"
+SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
+
+# What every trial record must hold for --resume and the analysis to use it.
+RECORD = {
+    "schema": str,
+    "campaign": str,
+    "index": int,
+    "warmup": bool,
+    "status": str,
+    "runtime": str,
+    "runtime_version": str,
+    "runtime_settings": list,
+    "image": str,
+    "bench": str,
+    "model": str,
+    "batch_size": int,
+    "ranks": int,
+    "host": dict,
+}
+
+
+@dataclass
+class Loaded:
+    records: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # "file:line: why", one per bad line
+
+
+def _kind(value: object, want: type | tuple) -> bool:
+    if isinstance(value, bool) and want is not bool:
+        return False
+    return isinstance(value, want)
+
+
+def shape_problem(record: object) -> str | None:
+    """Why a parsed line is not a usable trial record, or None."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not a trial record"
+    for name, want in RECORD.items():
+        if not _kind(record.get(name), want):
+            return f"field '{name}' is missing or not a {getattr(want, '__name__', 'number')}"
+    if record["schema"] not in READABLE:
+        return f"schema {record['schema']!r} is not one of {', '.join(READABLE)}"
+    if record["status"] != "ok":
+        return None
+    result = record.get("result")
+    if not isinstance(result, dict):
+        return "an ok trial without its benchmark record"
+    spec = benches.BENCHES.get(record["bench"])
+    for name, want in spec.result if spec else benches.TRAINING_RESULT:
+        if not _kind(result.get(name), want):
+            return f"result field '{name}' is missing or of the wrong type"
+    return None
+
+
+def writable(out_dir: Path) -> None:
+    """Raise a KitError now, before any trial runs, if records could not be written."""
+    path = out_dir / FILE
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise KitError(f"--out '{out_dir}' is a file; choose a directory") from None
+    except OSError as e:
+        raise KitError(f"cannot make --out '{out_dir}': {e.strerror}; choose another") from None
+    if path.exists() and not path.is_file():
+        raise KitError(f"'{path}' is not a regular file; move it away or choose another --out")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    except OSError as e:
+        raise KitError(f"cannot write '{path}': {e.strerror}; choose another --out") from None
+
+
+def append(out_dir: Path, record: dict) -> None:
+    """Append one record durably. If the file ends in a cut line, end it first."""
+    writable(out_dir)
+    line = (json.dumps(record, sort_keys=True) + "\n").encode()
+    path = out_dir / FILE
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as e:
+        print(f"kit: the unwritten record follows: {line.decode().strip()}", file=sys.stderr)
+        raise KitError(f"cannot write a record to '{path}': {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def read(path: Path) -> Loaded:
+    """Every usable record of one trials file, and a `file:line: why` for each other line."""
+    out = Loaded()
+    if not path.exists():
+        return out
+    if not path.is_file():
+        out.problems.append(f"{path}: not a regular file (no records read)")
+        return out
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        out.problems.append(f"{path}: cannot be read: {e.strerror}")
+        return out
+    lines = data.split(b"\n")
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        last = n == len(lines)  # no newline after it: a write that was cut short
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out.problems.append(f"{path}:{n}: not UTF-8 text")
+            continue
+        try:
+            record = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            why = "cut short (an interrupted write)" if last else "not a JSON line"
+            out.problems.append(f"{path}:{n}: {why}")
+            continue
+        problem = shape_problem(record)
+        if problem:
+            out.problems.append(f"{path}:{n}: {problem}")
+        else:
+            out.records.append(record)
+    return out
+
+
+def load(out_dir: Path) -> Loaded:
+    """The records of DIR/trials.jsonl; each unusable line is named on stderr and skipped."""
+    loaded = read(out_dir / FILE)
+    for problem in loaded.problems:
+        print(f"kit: warning: {problem} (skipped)", file=sys.stderr)
+    return loaded

@@ -1,0 +1,294 @@
+"""`kit run`'s request: the options as typed, checked against the domain's rules (the
+image's benchmarks and variants, the declared models, the runtime registry, ranks a
+host can run, option ranges) before anything starts, and turned into the campaign.
+
+The CLI only parses; every rule about what a valid campaign is lives here, so it
+holds the same for `--dry-run`, `--emit`, `--resume` and a preset's legs.
+"""
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit import runtimes
+from kit.core import benches, paths, units
+from kit.core.errors import KitError
+from kit.image import recipes
+from kit.image.recipes import Recipe
+from kit.launch import slurm
+from kit.run import campaign
+from kit.runtimes import Runtime
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """kit run's options, named as on the command line (argparse dests)."""
+
+    image: str
+    variant: str
+    runtime: str
+    bench: str | None
+    model: str
+    batch_size: str
+    np: str
+    data: str
+    data_dir: Path | None
+    bench_arg: list[str]
+    repeats: int
+    baseline_launches: int | None
+    warmup_trials: int
+    steps: int
+    warmup_steps: int
+    min_time: str
+    seed: int
+    timeout: float
+    mpirun: str | None
+    runtime_arg: list[str]
+    launcher: str
+    slurm_config: Path | None
+    emit: Path | None
+    precision: str | None
+    budget: str | None
+    confidence: float
+    resume: bool
+    out: Path | None
+
+    @classmethod
+    def of(cls, namespace: object) -> "RunRequest":
+        return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A checked request: what to run, where its records go, and the settings --resume
+    must find unchanged."""
+
+    recipe: Recipe
+    variant: str
+    runtimes: list[Runtime]
+    design: campaign.Design
+    trials: list[campaign.Planned]
+    opts: campaign.Options
+    spec: dict
+
+
+def ints(flag: str, spec: str) -> list[int]:
+    try:
+        values = [int(v) for v in spec.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise KitError(f"{flag} '{spec}' must be comma-separated positive integers, e.g. 1,2")
+    return values
+
+
+def names(flag: str, spec: str) -> list[str]:
+    values = [v.strip() for v in spec.split(",") if v.strip()]
+    if not values:
+        raise KitError(f"{flag} '{spec}' names nothing; give a comma-separated list")
+    return list(dict.fromkeys(values))
+
+
+def check_confidence(value: float) -> None:
+    if not 0.5 <= value < 1:
+        raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
+
+
+def _numbers(q: RunRequest) -> None:
+    """Every numeric option in range, before anything runs (--dry-run too)."""
+    for flag, value, low in (
+        ("--repeats", q.repeats, 1),
+        ("--baseline-launches", 1 if q.baseline_launches is None else q.baseline_launches, 1),
+        ("--warmup-trials", q.warmup_trials, 0),
+        ("--steps", q.steps, 1),
+        ("--warmup-steps", q.warmup_steps, 0),
+    ):
+        if value < low:
+            raise KitError(f"{flag} {value} must be at least {low}")
+    if not 0 < q.timeout < math.inf:
+        raise KitError(f"--timeout {q.timeout} must be a positive number of seconds, e.g. 600")
+    _min_time(q)
+    check_confidence(q.confidence)
+
+
+def _runtime_args(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str]]:
+    arms = [rt.arm for rt in chosen]
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, arg = spec.partition(":")
+        if not sep or not arg:
+            raise KitError(f"--runtime-arg '{spec}' must be RUNTIME:ARG, e.g. docker:--cpus=1.5")
+        arm = runtimes.get(name).arm
+        if arm not in arms:
+            raise KitError(
+                f"--runtime-arg '{spec}' names '{arm}', not in --runtime {','.join(arms)}"
+            )
+        out.setdefault(arm, []).append(arg)
+    return out
+
+
+def _min_time(q: RunRequest) -> float | None:
+    """--min-time in seconds, or None for auto (chosen after the warm-up round)."""
+    if q.min_time == "auto":
+        if q.warmup_trials < 1:
+            raise KitError("--min-time auto measures the warm-up round: use --warmup-trials 1")
+        return None
+    try:
+        value = float(q.min_time)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise KitError(f"--min-time {q.min_time} must be 0 (off), a number of seconds or auto")
+    return value
+
+
+def _bench_args(
+    specs: list[str], wanted: list[str], min_time: float | None
+) -> dict[str, list[str]]:
+    """Each benchmark's pass-through options: ARG goes to every benchmark, BENCH:ARG to
+    that one only (a campaign of torch-cnn and the MPI sweep can shorten the sweep alone),
+    --min-time to the training benchmarks (a sweep has no steps to lengthen)."""
+    out: dict[str, list[str]] = {b: [] for b in wanted}
+    for spec in specs:
+        name, sep, arg = spec.partition(":")
+        if not (sep and name in benches.BENCHES):
+            for b in wanted:
+                out[b].append(spec)
+        elif not arg:
+            raise KitError(f"--bench-arg '{spec}' must be BENCH:ARG, e.g. mpi:--max-bytes=65536")
+        elif name not in wanted:
+            listed = ",".join(wanted)
+            raise KitError(f"--bench-arg '{spec}' names '{name}', not in --bench {listed}")
+        else:
+            out[name].append(arg)
+    if min_time:
+        for b in wanted:
+            if not benches.is_sweep(b):
+                out[b] += ["--min-time", f"{min_time:g}"]
+    return out
+
+
+def _benchmarks(q: RunRequest, r: Recipe) -> tuple[list[str], list[str], list[str]]:
+    """The benchmarks, models and data modes asked for, each known to the image."""
+    wanted = names("--bench", q.bench) if q.bench else [r.benchmarks[0]]
+    models = names("--model", q.model)
+    data = names("--data", q.data)
+    for b in wanted:
+        if b not in r.benchmarks:
+            raise KitError(
+                f"--bench '{b}': image '{r.name}' has {', '.join(r.benchmarks)}; pick one of those"
+            )
+        if benches.is_sweep(b):
+            continue
+        known = benches.get(b).models
+        for m in models:
+            if m not in known:
+                raise KitError(
+                    f"--model '{m}' is not a model of {b}; choose from {', '.join(known)}"
+                )
+    for d in data:
+        if d not in ("synthetic", "real"):
+            raise KitError(f"--data '{d}' must be synthetic, real or both (synthetic,real)")
+    return wanted, models, data
+
+
+def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
+    """The Slurm site (None: local) and the rank counts, which a local host must fit."""
+    if q.launcher not in ("local", "slurm"):
+        raise KitError(f"--launcher '{q.launcher}' must be local (mpirun) or slurm")
+    if (q.emit or q.slurm_config) and q.launcher != "slurm":
+        raise KitError("--emit and --slurm-config go with --launcher slurm")
+    site = slurm.load_site(q.slurm_config) if q.launcher == "slurm" else None
+    ranks = ints("--np", q.np)
+    cores = os.cpu_count() or 1
+    if q.launcher == "local" and max(ranks) > cores:
+        raise KitError(
+            f"--np {max(ranks)} is more ranks than this host's {cores} cores; "
+            "use at most that many locally, or --launcher slurm for more nodes"
+        )
+    return site, ranks
+
+
+def _target(q: RunRequest, chosen: list[Runtime]) -> campaign.Target | None:
+    if q.precision is None:
+        if q.budget is not None:
+            raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
+        return None
+    if "native" not in [rt.arm for rt in chosen]:
+        raise KitError("--precision compares every arm with native: add native to --runtime")
+    budget = units.duration("--budget", q.budget or "30m")
+    return campaign.Target(units.percent("--precision", q.precision), budget, q.confidence)
+
+
+def _data_dir(q: RunRequest, data: list[str]) -> str | None:
+    """The real-data folder, made if missing (only when real data is asked for)."""
+    if "real" not in data:
+        return None
+    folder = str((q.data_dir or paths.cache_dir() / "datasets").resolve())
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KitError(f"--data-dir '{folder}' cannot be made: {e.strerror}") from None
+    return folder
+
+
+def check(q: RunRequest, plan_only: bool = False) -> Campaign:
+    """The campaign the request describes, or a KitError naming the first bad option.
+    plan_only (--dry-run) makes nothing on disk."""
+    r = recipes.load(q.image)
+    if q.variant not in r.variants:
+        raise KitError(
+            f"--variant '{q.variant}': image '{r.name}' has {', '.join(r.variants)}; pick one"
+        )
+    chosen = runtimes.parse(q.runtime)
+    _numbers(q)
+    wanted, models, data = _benchmarks(q, r)
+    site, ranks = _launch(q)
+    target = _target(q, chosen)
+    runtime_args = _runtime_args(q.runtime_arg, chosen)
+    configs = campaign.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
+    arms = [rt.arm for rt in chosen]
+    launches = q.baseline_launches or campaign.baseline_launches(arms)  # 0: refused above
+    design = campaign.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
+    trials = campaign.plan(arms, configs, q.repeats, q.warmup_trials, q.seed, launches)
+    if q.resume and q.out is None and not plan_only:
+        raise KitError("--resume needs --out DIR, the campaign to continue")
+    data_dir = None if plan_only else _data_dir(q, data)
+    min_time = _min_time(q)
+    bench_args = _bench_args(q.bench_arg, wanted, min_time)
+    opts = campaign.Options(
+        q.steps,
+        q.warmup_steps,
+        q.timeout,
+        q.mpirun,
+        runtime_args,
+        bench_args,
+        data_dir,
+        site,
+        auto_min_time=min_time is None,
+    )
+    spec = {
+        "image": r.name,
+        "recipe_version": r.version,
+        "variant": q.variant,
+        "runtimes": arms,
+        "configs": [dataclasses.asdict(c) for c in configs],
+        "repeats": q.repeats,
+        "baseline_launches": launches,
+        "warmup_trials": q.warmup_trials,
+        "seed": q.seed,
+        "steps": q.steps,
+        "warmup_steps": q.warmup_steps,
+        "min_time": "auto" if min_time is None else min_time,
+        "precision": target.precision if target else None,
+        "budget_s": target.budget_s if target else None,
+        "confidence": q.confidence,
+        "runtime_args": runtime_args,
+        "bench_args": bench_args,
+        "data_dir": data_dir,
+        "launcher": q.launcher,
+        "slurm": dataclasses.asdict(site) if site else None,
+    }
+    return Campaign(r, q.variant, chosen, design, trials, opts, spec)

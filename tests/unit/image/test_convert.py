@@ -1,0 +1,90 @@
+"""Compression settings, the exact Apptainer command `kit pull` runs, and the cache lock."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.core import paths
+from kit.core.errors import KitError
+from kit.image import convert, pull, recipes
+
+
+@pytest.mark.parametrize(
+    ("spec", "args"),
+    [
+        ("zstd:3", ["-comp", "zstd", "-Xcompression-level", "3"]),
+        ("gzip:6", ["-comp", "gzip", "-Xcompression-level", "6"]),
+        ("lz4", ["-comp", "lz4"]),
+        ("xz", ["-comp", "xz"]),
+    ],
+)
+def test_mksquashfs_args_carry_the_setting(spec, args):
+    assert convert.mksquashfs_args(spec) == args
+
+
+def test_bad_compression_names_the_value_and_the_choices():
+    with pytest.raises(KitError, match="compression 'zstd:fast' must be one of zstd, lz4, gzip"):
+        convert.parse_compression("zstd:fast")
+    with pytest.raises(KitError, match="mksquashfs takes no xz level: set compression 'xz'"):
+        convert.mksquashfs_args("xz:6")
+
+
+def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
+    """`apptainer build` gets the same compression `kit convert` uses; the SIF is filed
+    with its reference and digest."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "argv.json"
+    fake = bin_dir / "apptainer"
+    fake.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(log)!r}, 'w'))\n"
+        "open(sys.argv[-2], 'w').write('sif')\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KIT_SQUASHFS_COMPRESSION", "gzip:1")
+    got = pull.pull(recipes.load("mini-openmpi"), "cpu", "site/kit-mini:0.1.0-cpu")
+    sif = tmp_path / "cache" / "pulled" / "mini-openmpi" / "0.1.0-cpu.sif"
+    assert json.loads(log.read_text()) == [
+        *("build", "--force", "--mksquashfs-args", "-comp gzip -Xcompression-level 1"),
+        str(sif.with_suffix(".sif.part")),
+        "docker://site/kit-mini:0.1.0-cpu",
+    ]
+    assert (got.sif, got.ref) == (sif, "docker://site/kit-mini:0.1.0-cpu")
+    assert got.digest.startswith("sif-sha256:") and Path(got.sif).read_text() == "sif"
+
+
+def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_path):
+    """Two campaigns on one login node converting the same image: the second waits on
+    the lock, then finds the products made, instead of writing the same files at once."""
+    lock = tmp_path / "digest" / ".lock"
+    second = [
+        sys.executable,
+        "-c",
+        "import sys; from pathlib import Path; from kit.core.paths import exclusive\n"
+        "with exclusive(Path(sys.argv[1]), 'the conversions'): print('made')",
+        str(lock),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(paths.__file__).parents[2])}
+    with paths.exclusive(lock, "the conversions"):
+        p = subprocess.Popen(second, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=1)  # held here: the second kit cannot go on
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == b"made\n"
+    assert err.decode() == f"waiting for another kit making the conversions ({lock})\n"
+
+
+def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path):
+    """`kit convert --to docker-archive` (or Podman's first run) on a new digest: no
+    squashfs, so no compression to record, and no error for its missing metadata."""
+    art = convert.Artifacts("sha256:0123", tmp_path)
+    convert._record_phases(art, {"docker-archive": 10.6})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest == {"conversion": {"seconds": {"docker-archive": 10.6}}}

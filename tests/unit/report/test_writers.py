@@ -1,0 +1,455 @@
+"""The results store survives a cut-off write; the report summarises rates honestly."""
+
+import csv
+import dataclasses
+import io
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.core.errors import KitError
+from kit.report import plots, writers
+from kit.results import analysis, stats, store
+
+from ..records import record
+
+
+def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
+    store.append(tmp_path, record("native", 1.0, index=0))
+    with open(tmp_path / store.FILE, "a") as f:
+        f.write('{"index": 1, "cut')
+    store.append(tmp_path, record("native", 2.0, index=2))
+    loaded = store.load(tmp_path)
+    assert [r["index"] for r in loaded.records] == [0, 2]
+    assert loaded.problems == [f"{tmp_path / store.FILE}:2: not a JSON line"]
+    assert "trials.jsonl:2: not a JSON line (skipped)" in capsys.readouterr().err
+
+
+def md(out_dir, **kw):
+    return writers.markdown(analysis.analyse([out_dir], **kw))
+
+
+def rows_of(text):
+    return {
+        line.split(" | ")[0].strip("| "): line
+        for line in text.splitlines()
+        if line.startswith("| ") and "runtime" not in line
+    }
+
+
+def test_report_rows_ratio_verdict_and_detectable(tmp_path):
+    rng = random.Random(3)
+    for _ in range(8):
+        store.append(tmp_path, record("native", rng.gauss(1000, 5)))
+        store.append(tmp_path, record("docker", rng.gauss(800, 5), startup=2.0))
+        store.append(tmp_path, record("singularity", rng.gauss(1000, 5)))
+    store.append(tmp_path, record("docker", 1.0, warmup=True))
+    store.append(tmp_path, record("docker", 0.0, status="timeout", index=99) | {"result": None})
+    text = md(tmp_path)
+    rows = rows_of(text)
+    assert set(rows) == {"native", "docker", "singularity"}
+    assert "| 0.79" in rows["docker"] and "| slower |" in rows["docker"]
+    assert "no significant difference" in rows["singularity"]
+    assert "1 (reference)" in rows["native"]
+    # 0.5% noise per trial, 8 trials per arm: only about a 1% difference is detectable
+    detectable = float(rows["singularity"].split(" | ")[4].strip("±%"))
+    assert 0.2 < detectable < 2.0
+    assert f"26 trials in {tmp_path}: 24 ok, 1 not ok, 1 warm-up (discarded)" in text
+    assert "#99 docker np=2 tiny bs=32: timeout" in text
+
+
+def test_mismatched_software_is_refused_unless_allowed(tmp_path):
+    for rate in (100, 101, 102, 103, 104, 105):
+        store.append(tmp_path, record("native", rate))
+        other = record("docker", rate)
+        other["result"]["framework_version"] = "2.0"
+        store.append(tmp_path, other)
+    refused = rows_of(md(tmp_path))["docker"]
+    assert "not compared: software differs from native (2.0 / MPICH 4.0.2 vs 1.13" in refused
+    assert "| n/a |" in refused
+    allowed = rows_of(md(tmp_path, allow_mismatch=True))["docker"]
+    assert "no significant difference (MISMATCHED SOFTWARE)" in allowed
+
+
+def test_too_few_trials_are_flagged(tmp_path):
+    for rate in (100, 101, 102):
+        store.append(tmp_path, record("native", rate))
+        store.append(tmp_path, record("native@b", rate))
+    text = md(tmp_path)
+    assert "too few trials (need 6)" in rows_of(text)["native@b"]
+    assert "†" in text
+
+
+def test_scaling_efficiency_against_one_rank(tmp_path):
+    for rate in (100, 101, 99, 100, 102, 98):
+        store.append(tmp_path, record("native", rate, ranks=1))
+        store.append(tmp_path, record("native", rate * 1.6, ranks=2))
+    a = analysis.analyse([tmp_path])
+    (s,) = a.scaling
+    assert (s.key.ranks, s.runtime) == (2, "native")
+    assert s.efficiency.value == pytest.approx(0.8)
+    assert (
+        "| pytorch-mpich | torch-cnn | tiny | synthetic | 32 | 2 | native | 0.800 ["
+        in writers.markdown(a)
+    )
+
+
+def test_every_format_renders_the_same_analysis(tmp_path):
+    for i, rate in enumerate((100, 101, 99, 100, 102, 98)):
+        store.append(tmp_path, record("native", rate, batch_size=16, index=i))
+        store.append(tmp_path, record("docker", rate * 0.9, batch_size=16, index=10 + i))
+        store.append(tmp_path, record("docker", rate * 1.8, batch_size=32, index=20 + i))
+    a = analysis.analyse([tmp_path])
+    rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
+    assert [(r["runtime"], r["batch_size"]) for r in rows] == [
+        ("native", "16"),
+        ("docker", "16"),
+        ("docker", "32"),
+    ]
+    assert float(rows[1]["ratio"]) == pytest.approx(0.9) and rows[1]["verdict"] == "slower"
+    data = json.loads(writers.render(a, "json"))
+    assert data["groups"][0]["arms"][1]["ratio"]["value"] == pytest.approx(0.9)
+    page = writers.render(a, "html")
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    ids = re.findall(r'<figure id="([^"]+)"><svg', page)
+    assert ids == [
+        "rate-pytorch-mpich-torch-cnn-tiny-synthetic-np2",
+        "mem-pytorch-mpich-torch-cnn-tiny-synthetic-np2",
+        "overhead-pytorch-mpich-torch-cnn-tiny",
+    ]
+    assert page.count("<svg") == 3
+    assert re.findall(r'(?:src|href)="([^"#][^"]*)"', page) == []  # nothing fetched
+
+
+def test_report_of_empty_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(KitError, match="no trial records"):
+        analysis.analyse([tmp_path])
+
+
+def test_io_overhead_from_real_and_synthetic_data(tmp_path):
+    for i, rate in enumerate((100, 101, 99, 100, 102, 98)):
+        for data, scale in (("synthetic", 1.0), ("real", 0.75)):
+            r = record("native", rate * scale, index=i)
+            r["result"]["data"] = data
+            store.append(tmp_path, r)
+    a = analysis.analyse([tmp_path])
+    (x,) = a.io
+    assert (x.key.data, x.runtime) == ("real", "native")
+    assert x.overhead.value == pytest.approx(0.25)
+    assert x.overhead.low <= 0.25 <= x.overhead.high
+    text = writers.markdown(a)
+    assert "## I/O overhead" in text and "| native | 0.250 [" in text
+    assert "· real data" in text
+    rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
+    assert {r["data"] for r in rows} == {"synthetic", "real"}
+
+
+def mpi_record(runtime, scale, ranks=2):
+    r = record(runtime, 0.0, bench="mpi", model="-", batch_size=0, ranks=ranks)
+    r["result"] = {
+        "framework_version": "3.1.4",
+        "mpi_library": "MPICH 4.0.2",
+        "startup_s": 0.1,
+        "p2p": [
+            {"bytes": b, "iterations": 9, "latency_us": scale * (0.5 + b / 1e4),
+             "bandwidth_mb_s": b / (scale * (0.5 + b / 1e4))}
+            for b in (4, 4096)
+        ] if ranks > 1 else [],
+        "allreduce": [
+            {"bytes": b, "iterations": 9, "latency_us": scale * (1 + b / 1e4)} for b in (4, 4096)
+        ],
+    }  # fmt: skip
+    return r
+
+
+def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
+    for i in range(6):
+        store.append(tmp_path, mpi_record("native", 1 + i / 100))
+        store.append(tmp_path, mpi_record("singularity", 2 + i / 100))
+        store.append(tmp_path, mpi_record("native", 1, ranks=1))
+        store.append(tmp_path, record("native", 1000.0 + i))
+    store.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
+    a = analysis.analyse([tmp_path])
+    assert [(s.runtime, s.ranks, s.n) for s in a.mpi] == [
+        ("native", 1, 6), ("native", 2, 6), ("singularity", 2, 6),
+    ]  # fmt: skip
+    native2 = a.mpi[1].points
+    assert [p.bytes for p in native2] == [4, 4096]
+    assert native2[0].p2p_latency_us.value == pytest.approx(0.5 * 1.025, rel=0.01)
+    assert a.mpi[0].points[0].p2p_latency_us is None  # one rank: no ping-pong
+    assert a.oom == [
+        {"image": "pytorch-mpich", "bench": "torch-cnn", "model": "tiny", "batch_size": 512,
+         "ranks": 2, "runtime": "docker", "trials": 1}
+    ]  # fmt: skip
+    assert a.not_ok == [] and len(a.groups) == 1  # sweeps are not throughput groups
+    text = writers.markdown(a)
+    assert "## MPI point-to-point and allreduce (mpi4py)" in text
+    assert (
+        "| pytorch-mpich | 2 | local | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] |" in text
+    )
+    assert "## Did not fit in memory (out of memory is a result)" in text
+    assert "| pytorch-mpich | torch-cnn | tiny | 512 | 2 | docker | 1 |" in text
+    page = writers.render(a, "html")
+    for slug in (
+        "mpi-p2p-pytorch-mpich-np2",
+        "mpi-bw-pytorch-mpich-np2",
+        "mpi-allreduce-pytorch-mpich-np1",
+    ):
+        assert f'id="{slug}"' in page
+    assert 'id="mpi-p2p-pytorch-mpich-np1"' not in page
+
+
+def test_local_and_slurm_campaigns_side_by_side(tmp_path):
+    local, batch = tmp_path / "local", tmp_path / "slurm"
+    for i in range(6):
+        store.append(local, record("native", 1000.0 + i))
+        store.append(batch, record("native", 990.0 + i, launcher="slurm"))
+    a = analysis.analyse([local, batch])
+    assert [g.key.launcher for g in a.groups] == ["local", "slurm"]
+    text = writers.markdown(a)
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · via slurm\n" in text
+    assert text.startswith("# kit report: pytorch-mpich (torch-cnn), on ?\n")  # no hostname
+    assert f"12 trials in {local}, {batch}: 12 ok" in text
+
+
+def test_the_title_names_the_campaign_not_the_path_asked_for(tmp_path, monkeypatch):
+    """'kit report .' inside the results folder: the title says what was measured, when
+    and where (#34)."""
+    for i in range(6):
+        started = f"2026-11-23T18:{37 + i:02d}:40+00:00"
+        for rt in ("native", "docker"):
+            store.append(
+                tmp_path,
+                record(
+                    rt, 100.0 + i, repeat=i, started=started, host={"hostname": "vm", "cores": 2}
+                ),
+            )
+    monkeypatch.chdir(tmp_path)
+    text = writers.markdown(analysis.analyse([Path(".")]))
+    assert text.startswith(
+        "# kit report: pytorch-mpich (torch-cnn), 2026-11-23 18:37 to 18:42 UTC, on vm\n"
+    )
+    assert "12 trials in .: 12 ok" in text
+
+
+def test_the_precision_cell_says_one_thing():
+    arm = analysis.Arm(
+        "docker",
+        3,
+        *([stats.Interval(1, 1, 1, 1)] * 1),
+        [],
+        stats.Interval(1, 1, 1, 1),
+        0.0,
+        "",
+        "",
+        [],
+        half_width=0.284,
+        precision="not reached",
+    )
+    assert writers._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
+    assert (
+        writers._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
+        == "±1.8% (target ±2.0% reached)"
+    )
+    assert writers._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
+
+
+def paired_campaign(out, rounds, seed=5):
+    rng = random.Random(seed)
+    for r in range(rounds):
+        store.append(out, record("native", rng.gauss(1000, 20), repeat=r, index=2 * r))
+        store.append(out, record("docker", rng.gauss(950, 20), repeat=r, index=2 * r + 1))
+
+
+def test_confidence_flag_end_to_end(tmp_path):
+    """kit report --confidence: wider intervals at 0.99 on the same trials, and the
+    'too few' marker decided at the level asked for (7 rounds: enough for 95 %, not 99 %)."""
+    paired_campaign(tmp_path / "ten", 10)
+    r95, r99 = (
+        analysis.analyse([tmp_path / "ten"], confidence=c).groups[0].arms[1].ratio
+        for c in (0.95, 0.99)
+    )
+    assert r99.low < r95.low and r95.high < r99.high
+    paired_campaign(tmp_path / "seven", 7)
+    rows95, rows99 = (
+        rows_of(writers.markdown(analysis.analyse([tmp_path / "seven"], confidence=c)))
+        for c in (0.95, 0.99)
+    )
+    assert "†" not in rows95["native"].split(" | ")[2]
+    assert "†" in rows99["native"].split(" | ")[2]  # [min, max] covers only 98.4 %
+    assert "too few trials (need 8)" in rows99["docker"]
+    assert "paired (7 rounds)" in rows95["docker"] and "| slower |" in rows95["docker"]
+
+
+def test_one_trial_a_side_is_reported_not_crashed(tmp_path):
+    store.append(tmp_path, record("native", 100.0))
+    store.append(tmp_path, record("docker", 90.0, index=1))
+    row = rows_of(md(tmp_path))["docker"]
+    assert "too few trials (need 6)" in row and "| n/a |" in row
+
+
+def three_arms(out, rounds=12, seed=7):
+    """Singularity 10 % faster than Docker, which is 10 % slower than native."""
+    rng = random.Random(seed)
+    for r in range(rounds):
+        for i, (rt, rate) in enumerate((("native", 1000), ("docker", 900), ("singularity", 990))):
+            store.append(out, record(rt, rng.gauss(rate, 5), repeat=r, index=3 * r + i))
+
+
+def test_baseline_makes_another_arm_the_reference(tmp_path):
+    three_arms(tmp_path)
+    text = md(tmp_path, baseline="docker")
+    assert "| runtime | n | images/s median [CI] | vs docker [CI] |" in text
+    rows = rows_of(text)
+    assert "1 (reference)" in rows["docker"]
+    assert "| 1.1" in rows["singularity"] and "| faster |" in rows["singularity"]
+    assert "| 1.1" in rows["native"] and "| faster |" in rows["native"]
+    with pytest.raises(
+        KitError,
+        match="baseline 'podman' is not an arm of these results "
+        r"\(arms: docker, native, singularity\); choose one",
+    ):
+        analysis.analyse([tmp_path], baseline="podman")
+
+
+def test_all_pairs_in_one_family(tmp_path):
+    """--baseline all: the table against native, then every other pair; the Bonferroni
+    family counts them all."""
+    three_arms(tmp_path)
+    a = analysis.analyse([tmp_path], baseline="all")
+    assert a.comparisons == 3 and a.each_confidence == pytest.approx(1 - 0.05 / 3)
+    (pair,) = a.groups[0].pairs
+    assert (pair.runtime, pair.against, pair.verdict) == ("singularity", "docker", "faster")
+    assert pair.ratio.value == pytest.approx(1.1, abs=0.01)
+    text = writers.markdown(a)
+    assert "| runtime | over | ratio [CI] |" in text
+    assert "\n| singularity | docker | 1.1" in text and "Bonferroni: each at 98.33%" in text
+    rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
+    assert [(r["runtime"], r["against"]) for r in rows] == [
+        ("native", ""),
+        ("docker", "native"),
+        ("singularity", "native"),
+        ("singularity", "docker"),
+    ]
+
+
+def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
+    """Variant and benchmark options are part of what was measured: a cuda campaign, or
+    a bf16 one, is never pooled with a cpu fp32 one."""
+    for i in range(6):
+        store.append(tmp_path, record("native", 10.0 + i, variant="cpu"))
+        store.append(tmp_path, record("native", 500.0 + i, variant="cuda"))
+        store.append(
+            tmp_path, record("native", 20.0 + i, variant="cpu", bench_args=["--precision", "bf16"])
+        )
+    a = analysis.analyse([tmp_path])
+    assert [(g.key.variant, g.key.bench_args) for g in a.groups] == [
+        ("cpu", ""),
+        ("cpu", "--precision bf16"),
+        ("cuda", ""),
+    ]
+    text = writers.markdown(a)
+    assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · cuda\n" in text
+    assert "· 2 rank(s) · --precision bf16\n" in text
+    rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
+    assert [(r["variant"], r["launcher"], r["median"]) for r in rows] == [
+        ("cpu", "local", "12.5"),
+        ("cpu", "local", "22.5"),
+        ("cuda", "local", "502.5"),
+    ]
+
+
+def grpc_record(runtime: str, latency: float, index: int) -> dict:
+    rows = [
+        {"payload": p, "mode": m, "bytes": n, "iterations": 9, "latency_us": latency * n,
+         "bandwidth_mb_s": 1.0 / latency, "throughput_mb_s": 2.0 / latency}
+        for p in ("uniform", "skew") for m in ("serialized", "non-serialized") for n in (8, 64)
+    ]  # fmt: skip
+    result = {
+        "bench": "grpc", "framework_version": "1.74.0", "mpi_library": "MPICH", "servers": 1,
+        "startup_s": 1.0, "p2p": rows, "ps": rows,
+    }  # fmt: skip
+    return record(runtime, 0, bench="grpc", index=index, result=result)
+
+
+def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
+    for i in range(6):
+        store.append(tmp_path, grpc_record("native", 1 + i / 100, 2 * i))
+        store.append(tmp_path, grpc_record("docker", 2 + i / 100, 2 * i + 1))
+    a = analysis.analyse([tmp_path])
+    assert [(s.runtime, s.n, s.servers, s.version) for s in a.grpc] == [
+        ("native", 6, 1, "1.74.0"), ("docker", 6, 1, "1.74.0"),
+    ]  # fmt: skip
+    keys = [(p.payload, p.mode, p.bytes) for p in a.grpc[0].points]
+    assert keys[:3] == [("skew", "non-serialized", 8), ("skew", "non-serialized", 64),
+                        ("skew", "serialized", 8)]  # fmt: skip
+    assert len(keys) == 8 and a.groups == [] and a.mpi == []
+    text = writers.markdown(a)
+    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert (
+        "| docker | 6 | uniform | serialized | 64 | 129.6 [128.0, 131.2] | 0.5 [0.5, 0.5] |" in text
+    )
+    page = writers.render(a, "html")
+    for slug in ("grpc-p2p", "grpc-bw", "grpc-ps"):
+        assert f'id="{slug}-pytorch-mpich-np2-native"' in page
+
+
+def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
+    """The report's opening sentences for an analysis whose arms have these ratio
+    intervals (runtime, low, high) against native, one family of n comparisons."""
+    a = analysis.summarise([record("native", 1.0, repeat=r, index=r) for r in range(3)], "")
+    a.comparisons = n
+    for rt, low, high in cells:
+        arm = dataclasses.replace(a.groups[0].arms[0], runtime=rt, against="native")
+        arm.ratio = stats.Interval((low + high) / 2, low, high, 0.99)
+        arm.verdict = stats.verdict(arm.ratio)
+        a.groups[0].arms.append(arm)
+    return writers.answers(a)
+
+
+def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
+    said = quoted([("docker", 0.979, 1.034), ("podman", 0.90, 0.95), ("shifter", 1.01, 1.05)], 3)
+    assert said == [
+        "docker: between 2.1 % slower and 3.4 % faster than native (95% for all three together).",
+        "podman: between 5.0 % and 10.0 % slower than native (95% for all three together).",
+        "shifter: between 1.0 % and 5.0 % faster than native (95% for all three together).",
+    ]
+    assert quoted([("docker", 0.98, 1.02)], 1) == [
+        "docker: between 2.0 % slower and 2.0 % faster than native (95%)."
+    ]
+    rng = random.Random(5)
+    for r in range(10):
+        store.append(tmp_path, record("native", rng.gauss(1000, 5), repeat=r, index=2 * r))
+        store.append(tmp_path, record("docker", rng.gauss(900, 5), repeat=r, index=2 * r + 1))
+    text = md(tmp_path)
+    first = text.splitlines()[2]
+    assert first.startswith("- docker: between ") and first.endswith(" slower than native (95%).")
+    assert text.index(first) < text.index("| runtime")
+    html_text = writers.render(analysis.analyse([tmp_path]), "html")
+    assert html_text.index("<ul class=answers><li>docker: between ") < html_text.index("<table>")
+
+
+def test_loss_figure_draws_only_steps_every_trial_reached_each_line_its_own(tmp_path):
+    """With --min-time, trials run different step counts: the loss curve stops at the
+    steps every trial reached and the caption says how many trials each point holds;
+    runtimes with the very same losses (same seed) still show a line each (#34)."""
+    for r in range(6):
+        for rt in ("native", "docker", "podman", "singularity", "charliecloud"):
+            steps = 3 + (r % 3)  # 3, 4 or 5 timed steps
+            rec = record(rt, 100.0, repeat=r)
+            rec["result"]["loss"] = [2.0, 1.5, 1.2, 1.1, 5.4][:steps]
+            store.append(tmp_path, rec)
+    a = analysis.analyse([tmp_path])
+    assert {tuple(arm.loss) for arm in a.groups[0].arms} == {(2.0, 1.5, 1.2)}
+    (fig,) = [f for f in plots.figures(a) if f.slug.startswith("loss")]
+    assert "every point holds all of an arm's trials (native 6, charliecloud 6, docker 6, " in (
+        fig.caption
+    )
+    assert fig.svg.count('<g id="line2d_') >= 5
+    widths = set(re.findall(r"stroke-width: ([0-9.]+)", fig.svg))
+    dashes = set(re.findall(r"stroke-dasharray: ([0-9.,]+)", fig.svg))
+    assert len(widths) >= 5 and len(dashes) >= 2  # five widths, and dashes besides solid

@@ -1,0 +1,31 @@
+"""The trial record: its key is the analysis key; kit.trial/1 files still read."""
+
+import dataclasses
+
+from kit.results import analysis, record, store
+
+from ..records import record as make
+
+
+def test_the_analysis_groups_by_exactly_the_records_key_fields():
+    assert {f.name for f in dataclasses.fields(analysis.Key)} == set(record.KEY_FIELDS)
+    assert {"variant", "bench_args", "steps", "warmup_steps", "launcher"} <= set(record.KEY_FIELDS)
+
+
+def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read():
+    old = [
+        make(rt, 100.0, schema="kit.trial/1", repeat=i)
+        for i in range(3)
+        for rt in ("native", "docker")
+    ]
+    new = [
+        make(rt, 50.0, repeat=i, steps=3, warmup_steps=1, campaign="c1")
+        for i in range(3)
+        for rt in ("native", "docker")
+    ]
+    assert all(store.shape_problem(r) is None for r in old + new)
+    assert store.shape_problem(make("native", 1.0, schema="kit.trial/9")).startswith(
+        "schema 'kit.trial/9' is not one of kit.trial/1, kit.trial/2"
+    )
+    groups = analysis.summarise(old + new, "").groups
+    assert {(g.key.steps, g.arms[0].rate.value) for g in groups} == {(3, 50.0), (None, 100.0)}

@@ -1,0 +1,120 @@
+"""The results store never loses a finished record: torn writes, bad lines, bad folders."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit.core.errors import KitError
+from kit.results import store
+from kit.run import campaign
+
+from ..records import record
+
+SPEC = {"image": "pytorch-mpich", "runtimes": ["native"], "repeats": 6, "seed": 0}
+
+
+def lines_of(path):
+    return path.read_bytes().split(b"\n")
+
+
+def test_truncated_at_every_offset_then_resumed_keeps_every_finished_record(tmp_path):
+    """A writer killed at any byte of a campaign's file, then --resume: every record that
+    was whole before the cut survives unchanged, and the rest run again, once."""
+    src = tmp_path / "src"
+    cid, _ = campaign.start(src, SPEC, resume=False)
+    full = [record("native", 100.0 + i, campaign=cid, index=i) for i in range(3)]  # ~1,400 cuts
+    for r in full:
+        store.append(src, r)
+    data = (src / store.FILE).read_bytes()
+    spec_text = (src / campaign.SPEC_FILE).read_text()
+    ends = [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    for cut in range(len(data) + 1):
+        out = tmp_path / f"cut{cut}"
+        out.mkdir()
+        (out / campaign.SPEC_FILE).write_text(spec_text)
+        (out / store.FILE).write_bytes(data[:cut])
+        _, done = campaign.start(out, SPEC, resume=True)
+        whole = sum(1 for end in ends if end - 1 <= cut)  # its JSON complete, newline or not
+        assert done == set(range(whole)), cut
+        for r in full:
+            if r["index"] not in done:
+                store.append(out, r)
+        after = (out / store.FILE).read_bytes()
+        assert after.startswith(data[:cut]), cut  # nothing before the cut was rewritten
+        got = store.read(out / store.FILE).records
+        assert sorted(r["index"] for r in got) == list(range(3)), cut
+        assert all(r == full[r["index"]] for r in got), cut
+
+
+def test_bad_lines_are_named_skipped_and_counted(tmp_path):
+    path = tmp_path / store.FILE
+    good = json.dumps(record("native", 5.0)).encode()
+    path.write_bytes(
+        b"\n".join(
+            [good, b"[1, 2]", b'{"schema": "kit.trial/1"}', b"\xff\xfe", good, b"not json", b""]
+        )
+    )
+    got = store.read(path)
+    assert len(got.records) == 2
+    assert got.problems == [
+        f"{path}:2: a JSON list, not a trial record",
+        f"{path}:3: field 'campaign' is missing or not a str",
+        f"{path}:4: not UTF-8 text",
+        f"{path}:6: not a JSON line",
+    ]
+    ok_without_result = record("native", 5.0) | {"result": {"images_per_sec": "fast"}}
+    assert store.shape_problem(ok_without_result) == (
+        "result field 'images_per_sec' is missing or of the wrong type"
+    )
+
+
+def test_report_header_counts_skipped_lines(tmp_path):
+    for i in range(6):
+        store.append(tmp_path, record("native", 100.0 + i, index=i))
+    with open(tmp_path / store.FILE, "ab") as f:
+        f.write(b'{"torn": \n')
+    from kit.report import writers
+    from kit.results import analysis
+
+    text = writers.markdown(analysis.analyse([tmp_path]))
+    assert "1 unreadable lines skipped." in text.splitlines()[2]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: d.write_text("x"), r"--out '.*' is a file; choose a directory"),
+        (
+            lambda d: (d / store.FILE).mkdir(parents=True),
+            r"trials.jsonl' is not a regular file; move it away or choose another --out",
+        ),
+    ],
+)
+def test_unwritable_store_is_refused_before_any_trial(tmp_path, setup, message):
+    out = tmp_path / "out"
+    setup(out)
+    with pytest.raises(KitError, match=message):
+        campaign.start(out, SPEC, resume=False)
+
+
+def test_corrupt_campaign_file_is_one_line(tmp_path):
+    campaign.start(tmp_path, SPEC, resume=False)
+    (tmp_path / campaign.SPEC_FILE).write_text("{not json")
+    with pytest.raises(KitError, match=r"campaign.json cannot be read as a campaign"):
+        campaign.start(tmp_path, SPEC, resume=True)
+    (tmp_path / campaign.SPEC_FILE).write_text("[]")
+    with pytest.raises(KitError, match=r"holds no campaign id"):
+        campaign.start(tmp_path, SPEC, resume=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=40), st.sampled_from([b"{}", b"null", b"[{}]"]))))
+def test_any_bytes_give_records_or_named_problems(tmp_path_factory, chunks):
+    path = tmp_path_factory.mktemp("h") / store.FILE
+    good = json.dumps(record("native", 1.0)).encode()
+    path.write_bytes(b"\n".join([good, *chunks]))
+    got = store.read(path)
+    assert got.records[0] == json.loads(good)
+    assert all(p.startswith(f"{path}:") for p in got.problems)

@@ -1,0 +1,160 @@
+"""The campaign loop driven with a runtime and a launcher that start nothing: rounds in
+their seeded order, warm-up, resume, each way a trial can end, and the precision rule."""
+
+import json
+
+import pytest
+
+from kit.image import recipes
+from kit.launch import launchers, process
+from kit.results import stats
+from kit.run import campaign
+from kit.runtimes import Prepared, Runtime
+
+CONFIG = campaign.Config("torch-cnn", "tiny", 32, 2)
+RATES = {"native": 100.0, "docker": 90.0}
+
+
+class Fake(Runtime):
+    """Declared like a runtime, prepared without an image."""
+
+    tool = "true"
+
+    def __init__(self, arm: str) -> None:
+        self.arm = arm
+
+    def check(self) -> None:
+        pass
+
+    def version(self) -> str:
+        return "fake 1"
+
+    def prepare(self, recipe, variant) -> Prepared:
+        return Prepared("img", "sha256:f", "python", "/bench", settings=("prepared",))
+
+    def exec_argv(self, prep, job) -> list[str]:
+        return job.program
+
+
+class Scripted(launchers.Launcher):
+    """Ends the n-th trial it starts as `ends` says (default ok, at the arm's rate)."""
+
+    name = "scripted"
+
+    def __init__(self, ends: dict[int, str] | None = None) -> None:
+        self.ends, self.started = ends or {}, []
+
+    def mpi_version(self, mpirun: str) -> str:
+        return "fake MPI"
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        n = len(self.started)
+        self.started.append((rt.arm, job.name, env.get("FAKE")))
+        end = self.ends.get(n, "ok")
+        rate = RATES[rt.arm.split("@")[0]] * (1 + 0.001 * (n % 3))
+        result = {
+            "schema": process.BENCH_SCHEMA,
+            "images_per_sec": rate,
+            "startup_s": 0.5,
+            "framework_version": "1.13",
+            "mpi_library": "MPICH 4.0.2",
+        }
+        tail = "RuntimeError: out of memory" if end == "oom" else "boom"
+        outcome = process.Outcome(
+            "failed" if end == "oom" else end,
+            0 if end == "ok" else 1,
+            0.0,
+            result if end == "ok" else None,
+            "" if end == "ok" else tail,
+        )
+        return launchers.Launched(["fake", job.name], outcome)
+
+
+def run(tmp_path, launcher, repeats=3, warmups=1, done=frozenset(), target=None) -> str:
+    recipe = recipes.load("pytorch-mpich")
+    arms = ["native", "docker"]
+    d = campaign.Design(arms, [CONFIG], repeats, warmups, 7, target)
+    opts = campaign.Options(steps=3, mpirun="mpirun-fake")
+    runtimes = [Fake(a) for a in arms]
+    return campaign.execute(recipe, "cpu", runtimes, d, tmp_path, opts, "c1", set(done), launcher)
+
+
+def records(tmp_path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+
+
+def test_every_round_in_its_seeded_order_each_trial_recorded(tmp_path):
+    launcher = Scripted()
+    assert run(tmp_path, launcher) == "4 rounds done"
+    d = campaign.Design(["native", "docker"], [CONFIG], 3, 1, 7)
+    planned = [p.runtime for r in range(4) for p in d.round(r)]
+    assert [arm for arm, _, _ in launcher.started] == planned
+    recs = records(tmp_path)
+    assert [r["index"] for r in recs] == list(range(8))
+    assert [r["warmup"] for r in recs] == [True, True] + [False] * 6
+    assert {r["status"] for r in recs} == {"ok"}
+    first = recs[0]
+    assert first["runtime_settings"] == ["prepared"] and first["launcher"] == "mpirun"
+    assert first["argv"] == ["fake", "kit-c1-0"] and first["mpirun"] == "fake MPI"
+    assert first["image_digest"] == "sha256:f" and first["runtime_version"] == "fake 1"
+    assert (first["schema"], first["steps"], first["warmup_steps"]) == ("kit.trial/2", 3, 5)
+
+
+def test_resume_starts_only_the_trials_not_finished(tmp_path):
+    launcher = Scripted()
+    run(tmp_path, launcher, done={0, 1, 2, 5})
+    assert [name for _, name, _ in launcher.started] == [f"kit-c1-{i}" for i in (3, 4, 6, 7)]
+
+
+def test_each_way_a_trial_ends_is_recorded_as_such(tmp_path):
+    run(tmp_path, Scripted({1: "oom", 2: "failed", 3: "timeout"}))
+    assert [r["status"] for r in records(tmp_path)][:5] == ["ok", "oom", "failed", "timeout", "ok"]
+    assert records(tmp_path)[2]["output_tail"] == "boom"
+
+
+def test_an_interrupted_trial_is_filed_then_the_campaign_stops(tmp_path):
+    launcher = Scripted({2: "interrupted"})
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, launcher)
+    assert [r["status"] for r in records(tmp_path)] == ["ok", "ok", "interrupted"]
+    assert len(launcher.started) == 3
+
+
+def test_a_precision_target_stops_once_every_interval_is_narrow(tmp_path):
+    why = run(tmp_path, Scripted(), repeats=4, target=campaign.Target(0.02, 3600))
+    rounds = int(why.split(" after ")[1].split()[0])
+    assert why.startswith("precision ±2.0% reached after ") and "(docker ±0." in why
+    assert rounds >= 5 and len(records(tmp_path)) == 2 * rounds  # warm-up + repeats at least
+
+
+class Stepped(Scripted):
+    """Every trial 0.5 s steps, 10 % apart, in 9.5 s of wall time: 8 s of fixed cost."""
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        launched = super().run(rt, prep, job, env, timeout, title)
+        self.started[-1] = (rt.arm, job.program, None)
+        o = launched.outcome
+        result = {**o.result, "step_times_s": [0.45, 0.55, 0.45]}
+        return launchers.Launched(launched.argv, process.Outcome("ok", 0, 9.45, result, ""))
+
+
+def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
+    """Warm-up trials time their steps only; the measured ones get the length that
+    narrows the intervals most per minute: sqrt(8 s x 0.0975^2 x 0.45 s) / 5 % = 3.7 s,
+    to the half second 3.5 s. The summary says so."""
+    launcher = Stepped()
+    recipe = recipes.load("pytorch-mpich")
+    d = campaign.Design(["native", "docker"], [CONFIG], 2, 1, 7)
+    opts = campaign.Options(steps=3, mpirun="m", bench_args={"torch-cnn": []}, auto_min_time=True)
+    why = campaign.execute(
+        recipe, "cpu", [Fake("native"), Fake("docker")], d, tmp_path, opts, "c1", set(), launcher
+    )
+    argvs = [program for _, program, _ in launcher.started]
+    assert all("--min-time" not in a for a in argvs[:2])
+    assert all(a[a.index("--min-time") + 1] == "3.5" for a in argvs[2:])
+    assert why.endswith(
+        "; --min-time auto: 3.5 s (a launch's fixed cost 8.0 s, steps 0.45 s ±10%, "
+        "launch spread 5% assumed)"
+    )
+    assert [r["bench_args"] for r in records(tmp_path)][2:] == [["--min-time", "3.5"]] * 4
+    assert stats.trial_seconds(8.5, 0.45, 0.05, 0.05) == pytest.approx(1.96, abs=0.01)

@@ -1,0 +1,182 @@
+"""Presets: their exact expansion into campaigns, and published figures beside ours."""
+
+import random
+
+import pytest
+
+from kit import cli
+from kit.core.errors import KitError
+from kit.report import writers
+from kit.results import analysis, store
+from kit.run import presets
+
+from ..records import record
+
+SMALL = {
+    "nchc2019-runtimes": [
+        "run horovod-mpich --runtime native,docker,singularity --bench tf-cnn --model resnet50 "
+        "--batch-size 4 --steps 3 --warmup-steps 1 --min-time 2 --precision 2% --budget 12m "
+        "--out OUT/tf-resnet50"
+    ],
+    "cscs2017-inception3": [
+        "run horovod-mpich --runtime docker --bench tf-cnn --model inception3 --batch-size 2 "
+        "--np 1,2 --data synthetic,real --repeats 6 --warmup-trials 1 --steps 3 "
+        "--warmup-steps 1 --out OUT/tf-inception3"
+    ],
+    "nchc2019-horovod-vs-ps": [
+        "run horovod-mpich --runtime docker --bench tf-cnn,tf-ps --model resnet50 --batch-size 4 "
+        "--np 1,2 --repeats 6 --warmup-trials 1 --steps 3 --warmup-steps 1 --out OUT/tf-resnet50"
+    ],
+    "bnl2018-horovod-vs-ps": [
+        "run horovod-mpich --runtime docker --bench tf-cnn,tf-ps --model alexnet --batch-size 8 "
+        "--np 1,2 --repeats 4 --warmup-trials 0 --steps 20 --warmup-steps 2 "
+        "--bench-arg=--task=accuracy --out OUT/tf-alexnet"
+    ],
+    "osu2018-grpc": [
+        "run horovod-mpich --runtime docker --bench grpc,mpi --np 2 --repeats 6 --warmup-trials 1 "
+        "--out OUT/grpc-and-mpi"
+    ],
+    "cscs2018-frameworks": [
+        f"run {image} --runtime docker --bench {bench} --model resnet50,resnet101,resnet152 "
+        f"--batch-size 2,4 --repeats {n} --warmup-trials 0 --steps 2 --warmup-steps 1 "
+        f"--out OUT/{leg}"
+        for leg, image, bench, n in (
+            ("tensorflow", "horovod-mpich", "tf-cnn", 2),
+            ("pytorch", "pytorch-mpich", "torch-cnn", 3),
+            ("caffe2", "caffe2-mpich", "caffe2-cnn", 3),
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
+    p = presets.load(name)
+    got = [" ".join(presets.argv(leg, tmp_path, full=False)) for leg in p.legs]
+    assert got == [x.replace("OUT", str(tmp_path)) for x in SMALL[name]]
+    for leg in p.legs:
+        assert "--variant" in leg.full and "cuda" in leg.full  # the papers ran on GPUs
+        assert leg.full[:2] == ["--launcher", "slurm"]  # on a cluster
+
+
+def test_every_preset_lists_and_plans(capsys):
+    """`kit presets` lists each; every leg (both sizes) passes kit run's own checks."""
+    assert cli.main(["presets"]) == 0
+    listed = capsys.readouterr().out
+    assert presets.names() == sorted(SMALL)
+    for name in SMALL:
+        p = presets.load(name)
+        assert f"{name}  ~{p.minutes} min here  {p.title}" in listed
+        for leg in p.legs:
+            for args in (leg.args, leg.full):
+                assert cli.main(["run", leg.image, *args, "--dry-run"]) == 0, (name, args)
+    capsys.readouterr()
+
+
+def test_preset_options_are_its_own(capsys):
+    assert cli.main(["run", "--preset", "nope"]) == 2
+    assert "no preset 'nope' (known: bnl2018-horovod-vs-ps, cscs2017-inception3," in (
+        capsys.readouterr().err
+    )
+    assert cli.main(["run", "--preset", "nchc2019-runtimes", "--model", "resnet50"]) == 2
+    assert "sets the campaign's options; drop --model" in capsys.readouterr().err
+    assert cli.main(["run", "pytorch-mpich", "--preset", "nchc2019-runtimes"]) == 2
+    assert "names its own images; drop 'pytorch-mpich'" in capsys.readouterr().err
+    assert cli.main(["run", "pytorch-mpich", "--full"]) == 2
+    assert "--full goes with --preset NAME" in capsys.readouterr().err
+
+
+def runtimes_campaign(out, singularity_over_docker: float, noise: float, rounds: int = 10):
+    rng = random.Random(11)
+    leg = out / "tf-resnet50"
+    for r in range(rounds):
+        for i, (rt, rate) in enumerate(
+            (("native", 10.0), ("docker", 10.0), ("singularity", 10.0 * singularity_over_docker))
+        ):
+            rec = record(rt, rng.gauss(rate, noise), repeat=r, index=3 * r + i)
+            store.append(leg, rec | {"image": "horovod-mpich", "model": "resnet50"})
+
+
+@pytest.mark.parametrize(
+    ("ratio", "noise", "finding"),
+    [
+        (1.10, 0.05, "agrees: the published figure is inside the measured interval"),
+        (1.00, 0.05, "disagrees: the published figure is outside the measured interval"),
+        (1.05, 1.0, "cannot speak: the interval holds both the published figure and no effect"),
+    ],
+)
+def test_published_figure_beside_the_measured_ratio(tmp_path, ratio, noise, finding):
+    """The NCHC claim (Singularity 10 % faster than Docker) read against the measured
+    Singularity / Docker interval of every-pair comparisons."""
+    p = presets.load("nchc2019-runtimes")
+    presets.save(p, tmp_path, full=False)
+    runtimes_campaign(tmp_path, ratio, noise)
+    path, text = writers.write([tmp_path], "md", 0.95, False)
+    assert path == tmp_path / "report.md"
+    assert "Preset nchc2019-runtimes: Native, Docker and Apptainer" in text
+    assert "| runtime | over | ratio [CI] |" in text  # the preset's baseline: all pairs
+    (row,) = [x for x in text.splitlines() if x.startswith("| Singularity faster than Docker")]
+    cells = row.strip("| ").split(" | ")
+    assert cells[1] == "10 percent" and cells[5] == finding
+
+
+def test_oom_efficiency_and_io_findings(tmp_path):
+    a = analysis.Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
+    p = presets.load("cscs2018-frameworks")
+    rows = presets.published(a, p)
+    assert [r["finding"] for r in rows] == [
+        "cannot speak: batch 128 was not run here (--full runs it)",
+        "cannot speak: batch 64 was not run here (--full runs it)",
+        "cannot speak: batch 32 was not run here (--full runs it)",
+    ]
+    a.oom = [
+        {"image": "pytorch-mpich", "bench": "torch-cnn", "model": "resnet101", "batch_size": 64,
+         "ranks": 1, "runtime": "docker", "trials": 3}
+    ]  # fmt: skip
+    assert presets.published(a, p)[1]["finding"] == "agrees: it did not fit here either"
+    inception = presets.published(a, presets.load("cscs2017-inception3"))
+    assert inception[0]["finding"] == (
+        "cannot speak: no efficiency measured for model=inception3, ranks=2, "
+        "data=synthetic, runtime=docker"
+    )
+
+
+def test_a_preset_folder_without_trials_is_a_clear_error(tmp_path):
+    presets.save(presets.load("cscs2017-inception3"), tmp_path, full=False)
+    with pytest.raises(KitError, match=r"no leg of preset cscs2017-inception3 in .* has trials"):
+        writers.write([tmp_path], "md", 0.95, False)
+
+
+def test_horovod_over_ps_and_figure_only_claims(tmp_path):
+    """A benchmark-over-benchmark ratio (tf-cnn over tf-ps, same ranks and runtime); a
+    claim with no figure is shown, not judged; a comparison this machine cannot make
+    says why."""
+    rng = random.Random(3)
+    for i in range(8):
+        for bench, rate in (("tf-cnn", 11.7), ("tf-ps", 10.0)):
+            for ranks in (1, 2):
+                rec = record("docker", rng.gauss(rate * ranks, 0.05), ranks=ranks, index=i)
+                store.append(tmp_path, rec | {"bench": bench, "model": "resnet50"})
+    a = analysis.analyse([tmp_path])
+    (row,) = presets.published(a, presets.load("nchc2019-horovod-vs-ps"))
+    assert row["measured"].startswith("1.17") and row["finding"].startswith("agrees")
+    rows = presets.published(a, presets.load("bnl2018-horovod-vs-ps"))
+    assert [r["published"] for r in rows] == ["nearly linear", "poor"]
+    assert {r["finding"] for r in rows} == {"cannot speak: no efficiency measured for "
+        "model=alexnet, ranks=2, runtime=docker, bench=tf-cnn", "cannot speak: no efficiency "
+        "measured for model=alexnet, ranks=2, runtime=docker, bench=tf-ps"}  # fmt: skip
+    for r in tmp_path.iterdir():
+        r.unlink()
+    for i in range(8):
+        for ranks in (1, 2):
+            rec = record("docker", rng.gauss(100 * ranks * 0.9 ** (ranks - 1), 0.5), ranks=ranks)
+            store.append(tmp_path, rec | {"bench": "tf-ps", "model": "alexnet", "index": i})
+    poor = presets.published(analysis.analyse([tmp_path]), presets.load("bnl2018-horovod-vs-ps"))
+    assert poor[1]["measured"].startswith("0.90") and poor[1]["finding"] == (
+        "no figure published (figure-only): the measured value is for the reader"
+    )
+    osu = presets.published(a, presets.load("osu2018-grpc"))
+    assert osu[0]["finding"] == (
+        "cannot speak: it compares an RDMA transport with TCP; here gRPC runs over TCP only "
+        "(no InfiniBand, no AR-gRPC)"
+    )

@@ -1,0 +1,174 @@
+"""Each runtime's exact command line, for one rank and for two."""
+
+import dataclasses
+import os
+
+import pytest
+
+from kit import runtimes
+from kit.core.errors import KitError
+from kit.image import engine
+from kit.runtimes import Job, Prepared, apptainer
+from kit.runtimes.base import WORKLOAD_PREFIXES
+
+PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
+
+
+def job(ranks, extra=()):
+    return Job(PROG, ranks, "mpirun.mpich", "kit-abc-3", list(extra))
+
+
+@pytest.fixture
+def prep():
+    return Prepared("IMG", "sha256:0", PROG[0], "/opt/kit/benchmarks")
+
+
+def test_native(prep):
+    rt = runtimes.get("native")
+    assert rt.command(prep, job(1)) == PROG
+    assert rt.command(prep, job(2)) == ["mpirun.mpich", "-np", "2", *PROG]
+
+
+def test_apptainer_hybrid(prep):
+    rt = runtimes.get("apptainer")
+    assert rt.name == "singularity"
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich",
+        "-np",
+        "2",
+        "apptainer",
+        "exec",
+        "IMG",
+        *PROG,
+    ]
+    assert rt.env == {
+        "UCX_POSIX_USE_PROC_LINK": "n",
+        "UCX_TLS": "^cma",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    }
+
+
+def test_charliecloud_hybrid(prep):
+    rt = runtimes.get("charliecloud")
+    assert rt.command(prep, job(1, ["--no-home"])) == ["ch-run", "--no-home", "IMG", "--", *PROG]
+    assert rt.command(prep, job(2))[:5] == ["mpirun.mpich", "-np", "2", "ch-run", "IMG"]
+
+
+def test_shifter_nersc_form(prep):
+    rt = runtimes.get("shifter")
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich",
+        "-np",
+        "2",
+        "shifter",
+        "--image=docker:IMG",
+        "--",
+        *PROG,
+    ]
+
+
+def test_docker_mpirun_inside(prep, monkeypatch):
+    for k in os.environ:
+        if k.startswith(WORKLOAD_PREFIXES):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("KIT_DOCKER", "docker")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    engine.docker.cache_clear()
+    argv = runtimes.get("docker").command(prep, job(2, ["--cpus=1.5"]))
+    assert argv == [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "--name",
+        "kit-abc-3",
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        "--network=host",
+        "--ipc=host",
+        "-e",
+        "HOME=/tmp",
+        "-e",
+        "KIT_TRIAL",
+        "-e",
+        "OMP_NUM_THREADS",
+        "--cpus=1.5",
+        "IMG",
+        "mpirun",
+        "-np",
+        "2",
+        *PROG,
+    ]
+
+
+def test_parse_rejects_unknown_and_repeats():
+    with pytest.raises(KitError, match="unknown runtime 'rkt'"):
+        runtimes.parse("native,rkt")
+    with pytest.raises(KitError, match="names a runtime twice"):
+        runtimes.parse("singularity,apptainer")
+    assert [r.name for r in runtimes.parse("native, docker")] == ["native", "docker"]
+
+
+def test_data_folder_is_bound_into_every_container(prep):
+    j = Job(PROG, 1, "mpirun.mpich", "kit-abc-3", [], ("/data/set",))
+    assert "--volume=/data/set:/data/set" in runtimes.get("docker").command(prep, j)
+    assert runtimes.get("apptainer").command(prep, j)[:3] == [
+        "apptainer",
+        "exec",
+        "--bind=/data/set",
+    ]
+    ch = runtimes.get("charliecloud")
+    assert ch.command(prep, j)[:2] == ["ch-run", "--bind=/data/set:/mnt"]
+    assert ch.data_path("/data/set") == "/mnt"  # squashfs: only existing folders
+    assert runtimes.get("shifter").command(prep, j)[:3] == [
+        "shifter", "--image=docker:IMG", "--volume=/data/set:/data/set",
+    ]  # fmt: skip
+    assert runtimes.get("native").command(prep, j) == PROG
+
+
+def test_apptainer_bind_model_swaps_in_the_host_mpi(prep):
+    rt = runtimes.get("apptainer-bind")
+    assert rt.arm == "singularity-bind" and rt.env == {
+        "UCX_POSIX_USE_PROC_LINK": "n",
+        "UCX_TLS": "^cma",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    }
+    library = "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0"
+    prep = dataclasses.replace(prep, options=apptainer.inject(library, "libmpich.so.12"))
+    assert rt.command(prep, job(2)) == [
+        "mpirun.mpich", "-np", "2", "apptainer", "exec",
+        "--bind=/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0:/opt/kit/host-mpi/libmpich.so.12:ro",
+        "--env=LD_LIBRARY_PATH=/opt/kit/host-mpi",
+        "IMG", *PROG,
+    ]  # fmt: skip
+    with pytest.raises(KitError, match=r"needs the host's libnope\.so\.1"):
+        apptainer.host_library("libnope.so.1")
+
+
+def test_every_registered_runtime_declares_what_doctor_and_help_read():
+    from kit import doctor
+    from kit.image import convert
+
+    components = set(doctor.components())
+    help_text = runtimes.described()
+    for name, cls in runtimes.RUNTIMES.items():
+        assert cls.summary and cls.tool and cls.fix, name
+        assert cls.runs in (*convert.FORMATS, "engine", "host"), name
+        assert set(cls.needs) <= components, name
+        assert f"  {name} " in help_text
+    assert runtimes.ALIASES == {"apptainer": "singularity", "apptainer-bind": "singularity-bind"}
+
+
+def test_podman_rootless_with_dockers_settings(prep, monkeypatch):
+    for k in os.environ:
+        if k.startswith(WORKLOAD_PREFIXES):
+            monkeypatch.delenv(k)
+    rt = runtimes.get("podman")
+    j = Job(PROG, 2, "mpirun.mpich", "kit-abc-3", ["--cpus=1.5"], ("/data/set",))
+    assert rt.command(prep, j) == [
+        "podman", "run", "--rm", "--init", "--name", "kit-abc-3",
+        "--userns=keep-id", "--network=host", "--ipc=host",
+        "-e", "HOME=/tmp", "-e", "KIT_TRIAL", "--volume=/data/set:/data/set",
+        "--cpus=1.5", "IMG", "mpirun", "-np", "2", *PROG,
+    ]  # fmt: skip
+    assert (rt.runs, rt.launcher(2), rt.in_tree) == ("docker-archive", "mpirun in container", False)
