@@ -170,6 +170,7 @@ def _run_preset(a: argparse.Namespace) -> None:
 
 def cmd_run(a: argparse.Namespace) -> None:
     from kit.core import units
+    from kit.results import store
     from kit.run import campaign, request
 
     if a.preset is not None:
@@ -208,7 +209,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         return
     out = a.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
     signal.signal(signal.SIGTERM, _interrupt)
-    campaign_id, done = campaign.start(out, c.spec, a.resume)
+    campaign_id, done = store.open_campaign(out, c.spec, a.resume)
     campaign.execute(c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done)
     print(out)
 

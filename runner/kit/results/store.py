@@ -4,12 +4,15 @@ Each record is written with one O_APPEND write and fsync'd before the next
 trial starts, so a campaign killed at any point keeps every finished trial. A
 kill or a full disk can leave the last line cut short; the next append ends
 that line first, so a new record never merges into the fragment. The reader
-names every line it cannot use (`file:line: why`) and goes on with the rest.
+names every line it cannot use (`file:line: why`) and goes on with the rest. The
+campaign's settings (SPEC_FILE) live beside its trials, so --resume runs exactly the
+trials that have not finished.
 """
 
 import json
 import os
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,3 +156,55 @@ def load(out_dir: Path) -> Loaded:
     for problem in loaded.problems:
         print(f"kit: warning: {problem} (skipped)", file=sys.stderr)
     return loaded
+
+
+FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
+
+
+def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
+    """Start a campaign in out_dir (its settings saved as SPEC_FILE), or with --resume find
+    the one saved there: the campaign id, and the plan indices already finished. Refuses a
+    folder that holds trials without --resume, and a resume whose options differ."""
+    spec = json.loads(json.dumps(spec))
+    path = out_dir / SPEC_FILE
+    writable(out_dir)
+    if not resume:
+        if (out_dir / FILE).stat().st_size:
+            raise KitError(
+                f"{out_dir} already holds trials; pass --resume to continue that campaign "
+                "or choose another --out"
+            )
+        campaign = uuid.uuid4().hex[:8]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"campaign": campaign, **spec}, indent=2) + "\n")
+        return campaign, set()
+    if not path.is_file():
+        raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
+    saved = _saved_spec(path)
+    campaign = saved.pop("campaign")
+    changed = sorted(k for k in spec.keys() | saved.keys() if spec.get(k) != saved.get(k))
+    if changed:
+        raise KitError(
+            f"--resume must repeat the campaign's options; these differ from {path}: "
+            + ", ".join(changed)
+        )
+    done = {
+        r["index"]
+        for r in load(out_dir).records
+        if r["campaign"] == campaign and r["status"] in FINISHED
+    }
+    return campaign, done
+
+
+def _saved_spec(path: Path) -> dict:
+    """The settings a campaign saved, or a KitError naming what is wrong with the file."""
+    try:
+        saved = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise KitError(
+            f"{path} cannot be read as a campaign ({e.__class__.__name__}); "
+            "start a new campaign with another --out"
+        ) from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
+        raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
+    return saved

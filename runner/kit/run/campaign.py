@@ -1,24 +1,15 @@
-"""`kit run`: plan trials over runtimes x configurations, run them interleaved, record each.
-
-Rounds interleave runtimes in a seeded random order, so slow drift on the host
-(thermal, page cache, a neighbour's job) falls on every runtime alike, and the
-first round(s) are warm-up trials, recorded but flagged and left out of reports.
-The campaign's settings are saved beside its results, so `--resume` can run
-exactly the trials that have not finished.
+"""`kit run`'s loop: the design's rounds (kit.run.plan), each trial launched (kit.launch),
+filed as a record the moment it ends (kit.results.store), until the stop rule says so.
+Also each trial's argv, the reading of how it ended, and sbatch scripts for --emit.
 """
 
 import dataclasses
-import json
-import math
 import os
 import platform
-import random
 import shutil
 import socket
-import statistics
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,90 +18,15 @@ from kit.core import benches, units
 from kit.core.errors import KitError
 from kit.image.recipes import Recipe
 from kit.launch import hostload, launchers, process, slurm
-from kit.results import analysis, stats, store
+from kit.results import store
 from kit.results.record import SCHEMA as TRIAL_SCHEMA
 from kit.results.record import Trial
+from kit.run import progress
+from kit.run.plan import Config, Design, Options, Planned, auto_min_time, stop_reason
 from kit.runtimes import Job, Prepared, Runtime
 from kit.runtimes.base import user_env
 
-SPEC_FILE = store.SPEC_FILE
-FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
-
-
-@dataclass(frozen=True)
-class Config:
-    bench: str
-    model: str
-    batch_size: int
-    ranks: int
-    data: str = "synthetic"
-
-
-def configs(
-    names: list[str], models: list[str], batch_sizes: list[int], ranks: list[int], data: list[str]
-) -> list[Config]:
-    """The product of the campaign's dimensions; a sweep benchmark takes ranks only."""
-    out = []
-    for b in names:
-        if benches.is_sweep(b):
-            out += [Config(b, "-", 0, n) for n in ranks]
-        else:
-            out += [
-                Config(b, m, bs, n, d)
-                for m in models
-                for bs in batch_sizes
-                for n in ranks
-                for d in data
-            ]
-    return out
-
-
-@dataclass(frozen=True)
-class Planned:
-    runtime: str
-    config: Config
-    repeat: int  # -1 .. -W for warm-up rounds
-    warmup: bool
-
-
-@dataclass(frozen=True)
-class Options:
-    steps: int = 100
-    warmup_steps: int = 5
-    timeout: float = 600.0
-    mpirun: str | None = None
-    runtime_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    bench_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by bench
-    data_dir: str | None = None  # host folder of the real-data set, bound into containers
-    site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
-    auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
-
-
-def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
-    """opts with the training benchmarks' --min-time chosen from the warm-up trials
-    (stats.trial_seconds), and a line saying what was chosen and from what. Derived from
-    the records alone, so --resume chooses the same."""
-    ok = [r for r in warmups if r["status"] == "ok" and r["result"].get("step_times_s")]
-    if not ok:
-        return dataclasses.replace(opts, auto_min_time=False), (
-            "--min-time auto: no warm-up trial finished; trials time --steps steps only"
-        )
-    steps = [r["result"]["step_times_s"] for r in ok]
-    step_s = statistics.median(x for s in steps for x in s)
-    cv = statistics.median(
-        statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in steps
-    )
-    fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
-    chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, stats.LAUNCH_SD)) / 2)
-    args = {
-        b: a if benches.is_sweep(b) else [*a, "--min-time", f"{chosen:g}"]
-        for b, a in opts.bench_args.items()
-    }
-    return dataclasses.replace(opts, bench_args=args, auto_min_time=False), (
-        f"--min-time auto: {chosen:g} s (a launch's fixed cost {fixed:.1f} s, steps "
-        f"{step_s:.2f} s ±{cv:.0%}, launch spread {stats.LAUNCH_SD:.0%} assumed)"
-    )
 
 
 def program(
@@ -137,154 +53,6 @@ def status(outcome: process.Outcome) -> str:
     if outcome.status == "failed" and any(m in text for m in OOM_MARKERS):
         return "oom"
     return outcome.status
-
-
-BASELINE = "native"  # the arm every other is compared with, launched more often
-
-
-def baseline_launches(runtimes: list[str]) -> int:
-    """Launches of the baseline a round, about sqrt(k) for k arms compared with it.
-
-    All k comparisons share the baseline's noise: with b of its launches a round, a
-    per-round log ratio has variance (1 + 1/b) s^2 and a round costs k + b launches, so
-    the interval width a minute goes as sqrt((1 + 1/b)(k + b)), least near b = sqrt(k)
-    (k = 4: b = 2 is 5 % narrower a minute than b = 1)."""
-    k = len(runtimes) - 1
-    return max(1, round(math.sqrt(k))) if BASELINE in runtimes and k >= 2 else 1
-
-
-def plan_round(
-    runtimes: list[str], configs: list[Config], r: int, warmups: int, seed: int, launches: int = 1
-):
-    """Round r: every runtime arm x configuration once (the baseline `launches` times), in
-    an order seeded by (seed, r)."""
-    round_ = [
-        (rt, c)
-        for c in configs
-        for rt in runtimes
-        for _ in range(launches if rt == BASELINE else 1)
-    ]
-    random.Random(f"{seed}:{r}").shuffle(round_)
-    return [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
-
-
-def plan(
-    runtimes: list[str],
-    configs: list[Config],
-    repeats: int,
-    warmups: int,
-    seed: int,
-    launches: int = 1,
-) -> list[Planned]:
-    """A fixed design: warm-up rounds, then `repeats` measured rounds."""
-    return [
-        p
-        for r in range(warmups + repeats)
-        for p in plan_round(runtimes, configs, r, warmups, seed, launches)
-    ]
-
-
-@dataclass(frozen=True)
-class Target:
-    """A precision-targeted campaign: rounds are added until every comparison's interval
-    (family-adjusted, at `confidence`) is within ±precision, or the budget is spent."""
-
-    precision: float  # relative half-width, e.g. 0.02
-    budget_s: float
-    confidence: float = 0.95
-
-
-@dataclass(frozen=True)
-class Design:
-    runtimes: list[str]
-    configs: list[Config]
-    repeats: int  # measured rounds; with a Target, the fewest before the first check
-    warmups: int
-    seed: int
-    target: Target | None = None
-    baseline_launches: int = 1  # launches of BASELINE a round
-
-    def round(self, r: int) -> list[Planned]:
-        return plan_round(
-            self.runtimes, self.configs, r, self.warmups, self.seed, self.baseline_launches
-        )
-
-    @property
-    def per_round(self) -> int:
-        extra = self.baseline_launches - 1 if BASELINE in self.runtimes else 0
-        return (len(self.runtimes) + extra) * len(self.configs)
-
-
-def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
-    """Why a precision-targeted campaign stops after this round, or None to go on. Looks
-    only at the intervals' widths (stats.precise), never at their verdicts."""
-    t = design.target
-    if rounds_done < design.warmups + design.repeats:
-        return None
-    if t is None:
-        return ""
-    a = analysis.summarise(records, "", t.confidence)
-    ratios = [arm.ratio for g in a.groups for arm in g.arms if arm.ratio is not None]
-    widths = ", ".join(
-        f"{arm.runtime} ±{arm.half_width:.1%}" for g in a.groups for arm in g.arms if arm.ratio
-    )
-    if ratios and stats.precise(ratios, t.precision):
-        return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({widths})"
-    spent = sum(r["wall_s"] for r in records)
-    per_round = spent / max(rounds_done, 1)
-    if spent + per_round > t.budget_s:
-        return (
-            f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
-            f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
-        )
-    return None
-
-
-def start(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
-    """The campaign id, and the plan indices already finished (with --resume)."""
-    spec = json.loads(json.dumps(spec))
-    path = out_dir / SPEC_FILE
-    store.writable(out_dir)
-    if not resume:
-        if (out_dir / store.FILE).stat().st_size:
-            raise KitError(
-                f"{out_dir} already holds trials; pass --resume to continue that campaign "
-                "or choose another --out"
-            )
-        campaign = uuid.uuid4().hex[:8]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"campaign": campaign, **spec}, indent=2) + "\n")
-        return campaign, set()
-    if not path.is_file():
-        raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
-    saved = _saved_spec(path)
-    campaign = saved.pop("campaign")
-    changed = sorted(k for k in spec.keys() | saved.keys() if spec.get(k) != saved.get(k))
-    if changed:
-        raise KitError(
-            f"--resume must repeat the campaign's options; these differ from {path}: "
-            + ", ".join(changed)
-        )
-    done = {
-        r["index"]
-        for r in store.load(out_dir).records
-        if r["campaign"] == campaign and r["status"] in FINISHED
-    }
-    return campaign, done
-
-
-def _saved_spec(path: Path) -> dict:
-    """The settings a campaign saved, or a KitError naming what is wrong with the file."""
-    try:
-        saved = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise KitError(
-            f"{path} cannot be read as a campaign ({e.__class__.__name__}); "
-            "start a new campaign with another --out"
-        ) from None
-    if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
-        raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
-    return saved
 
 
 def host_info() -> dict:
@@ -390,7 +158,7 @@ def execute(
             records.append(record)
             own_s += time.monotonic() - t_trial - record["wall_s"]
             ran += 1
-            _progress(ran, total, record, time.monotonic() - t_start, r)
+            progress.say(ran, total, record, time.monotonic() - t_start, r)
             if record["status"] == "interrupted":
                 raise KeyboardInterrupt
         r += 1
@@ -516,37 +284,3 @@ def emit(
         path, _ = writer.write(rt, prep, job, title(recipe, rt, job, p.config))
         paths_out.append(path)
     return paths_out
-
-
-def _figure(record: dict) -> str:
-    r = record["result"]
-    if record["status"] != "ok" or not r:
-        return record["status"].upper()
-    if benches.is_sweep(record["bench"]):
-        first = (r.get("allreduce") or r["p2p"])[0]
-        what = "allreduce" if r.get("allreduce") else "p2p"
-        return f"{what} {first['latency_us']:.1f} us at {first['bytes']} B"
-    m = benches.metric(record["bench"])
-    return f"{r[m.key]:.1f} {m.unit}"
-
-
-def _progress(done: int, total: int | None, record: dict, elapsed: float, r: int) -> None:
-    tag = " (warm-up)" if record["warmup"] else ""
-    what = (
-        record["bench"]
-        if benches.is_sweep(record["bench"])
-        else (f"{record['model']} bs={record['batch_size']} {record['data']}")
-    )
-    if total:
-        eta = elapsed / done * (total - done)
-        filled = round(20 * done / total)
-        head = f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total}"
-        tail = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s"
-    else:
-        head, tail = f"round {r} trial {done}", f"; {elapsed // 60:.0f} min {elapsed % 60:02.0f} s"
-    print(
-        f"{head} {record['runtime']:<12} np={record['ranks']} {what}: {_figure(record)}{tag} "
-        f"in {record['wall_s']:.1f} s{tail}",
-        file=sys.stderr,
-        flush=True,
-    )

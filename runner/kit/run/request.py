@@ -18,7 +18,7 @@ from kit.core.errors import KitError
 from kit.image import recipes
 from kit.image.recipes import Recipe
 from kit.launch import slurm
-from kit.run import campaign
+from kit.run import plan
 from kit.runtimes import Runtime
 
 
@@ -68,9 +68,9 @@ class Campaign:
     recipe: Recipe
     variant: str
     runtimes: list[Runtime]
-    design: campaign.Design
-    trials: list[campaign.Planned]
-    opts: campaign.Options
+    design: plan.Design
+    trials: list[plan.Planned]
+    opts: plan.Options
     spec: dict
 
 
@@ -211,7 +211,7 @@ def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
     return site, ranks
 
 
-def _target(q: RunRequest, chosen: list[Runtime]) -> campaign.Target | None:
+def _target(q: RunRequest, chosen: list[Runtime]) -> plan.Target | None:
     if q.precision is None:
         if q.budget is not None:
             raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
@@ -219,7 +219,7 @@ def _target(q: RunRequest, chosen: list[Runtime]) -> campaign.Target | None:
     if "native" not in [rt.arm for rt in chosen]:
         raise KitError("--precision compares every arm with native: add native to --runtime")
     budget = units.duration("--budget", q.budget or "30m")
-    return campaign.Target(units.percent("--precision", q.precision), budget, q.confidence)
+    return plan.Target(units.percent("--precision", q.precision), budget, q.confidence)
 
 
 def _data_dir(q: RunRequest, data: list[str]) -> str | None:
@@ -248,17 +248,17 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     site, ranks = _launch(q)
     target = _target(q, chosen)
     runtime_args = _runtime_args(q.runtime_arg, chosen)
-    configs = campaign.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
+    configs = plan.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
     arms = [rt.arm for rt in chosen]
-    launches = q.baseline_launches or campaign.baseline_launches(arms)  # 0: refused above
-    design = campaign.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
-    trials = campaign.plan(arms, configs, q.repeats, q.warmup_trials, q.seed, launches)
+    launches = q.baseline_launches or plan.baseline_launches(arms)  # 0: refused above
+    design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
+    trials = plan.plan(arms, configs, q.repeats, q.warmup_trials, q.seed, launches)
     if q.resume and q.out is None and not plan_only:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     data_dir = None if plan_only else _data_dir(q, data)
     min_time = _min_time(q)
     bench_args = _bench_args(q.bench_arg, wanted, min_time)
-    opts = campaign.Options(
+    opts = plan.Options(
         q.steps,
         q.warmup_steps,
         q.timeout,

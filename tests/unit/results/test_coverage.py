@@ -24,7 +24,7 @@ import pytest
 from kit.image import recipes
 from kit.launch import launchers, process
 from kit.results import analysis, stats, store
-from kit.run import campaign
+from kit.run import campaign, plan
 
 from ..records import record
 from ..run.test_campaign_run import Fake
@@ -32,7 +32,7 @@ from ..run.test_campaign_run import Fake
 DATA = Path(__file__).parent / "data" / "campaigns.csv"
 RUNS = int(os.environ.get("KIT_SIM_RUNS", "30"))
 ROUNDS = (6, 10, 20, 50)
-CONFIG = campaign.Config("torch-cnn", "resnet50", 4, 1)
+CONFIG = plan.Config("torch-cnn", "resnet50", 4, 1)
 Noise = Callable[[random.Random, str, bool], float]  # (rng, arm, round hit by load) -> log
 
 
@@ -137,9 +137,7 @@ def simulate(
     noise, hit = SCENARIOS[scenario]
     arms = list(truth)
     launcher = Simulated(noise, hit, truth, seed)
-    design = campaign.Design(
-        arms, [CONFIG], repeats, 0, seed, target, campaign.baseline_launches(arms)
-    )
+    design = plan.Design(arms, [CONFIG], repeats, 0, seed, target, plan.baseline_launches(arms))
     launcher.per_round = design.per_round
     folder.mkdir()
     with contextlib.redirect_stderr(io.StringIO()):
@@ -149,7 +147,7 @@ def simulate(
             [Fake(a) for a in arms],
             design,
             folder,
-            campaign.Options(steps=3, mpirun="mpirun-fake"),
+            plan.Options(steps=3, mpirun="mpirun-fake"),
             "sim",
             set(),
             launcher,
@@ -196,7 +194,7 @@ def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(tmp_p
     runs = max(RUNS * 2, 60)
     for k in range(runs):
         scenario = "real launches" if k % 2 else "contaminated rounds"
-        target = campaign.Target(0.05, 30 * 5)  # five trials a round, one second each
+        target = plan.Target(0.05, 30 * 5)  # five trials a round, one second each
         records = simulate(tmp_path / str(k), scenario, truth, 1000 + k, 6, target)
         arms = {x.runtime: x for x in analysis.summarise(records, "", 0.95).groups[0].arms}
         false += any(arms[x].verdict != "no significant difference" for x in "ab")
@@ -214,7 +212,7 @@ def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(tmp_p
 
 
 def test_baseline_launches_grow_with_the_family():
-    assert [campaign.baseline_launches(["native", *"abcdefgh"[:k]]) for k in range(1, 9)] == [
+    assert [plan.baseline_launches(["native", *"abcdefgh"[:k]]) for k in range(1, 9)] == [
         1,
         1,
         2,
@@ -224,8 +222,8 @@ def test_baseline_launches_grow_with_the_family():
         3,
         3,
     ]
-    assert campaign.baseline_launches(["docker", "podman", "charliecloud"]) == 1
-    d = campaign.Design(["native", "a", "b", "c", "d"], [CONFIG], 3, 1, 0, None, 2)
+    assert plan.baseline_launches(["docker", "podman", "charliecloud"]) == 1
+    d = plan.Design(["native", "a", "b", "c", "d"], [CONFIG], 3, 1, 0, None, 2)
     assert d.per_round == 6 and [p.runtime for p in d.round(0)].count("native") == 2
 
 

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from kit.core.errors import KitError
 from kit.results import store
-from kit.run import campaign
 
 from ..records import record
 
@@ -23,19 +22,19 @@ def test_truncated_at_every_offset_then_resumed_keeps_every_finished_record(tmp_
     """A writer killed at any byte of a campaign's file, then --resume: every record that
     was whole before the cut survives unchanged, and the rest run again, once."""
     src = tmp_path / "src"
-    cid, _ = campaign.start(src, SPEC, resume=False)
+    cid, _ = store.open_campaign(src, SPEC, resume=False)
     full = [record("native", 100.0 + i, campaign=cid, index=i) for i in range(3)]  # ~1,400 cuts
     for r in full:
         store.append(src, r)
     data = (src / store.FILE).read_bytes()
-    spec_text = (src / campaign.SPEC_FILE).read_text()
+    spec_text = (src / store.SPEC_FILE).read_text()
     ends = [i + 1 for i, b in enumerate(data) if b == ord("\n")]
     for cut in range(len(data) + 1):
         out = tmp_path / f"cut{cut}"
         out.mkdir()
-        (out / campaign.SPEC_FILE).write_text(spec_text)
+        (out / store.SPEC_FILE).write_text(spec_text)
         (out / store.FILE).write_bytes(data[:cut])
-        _, done = campaign.start(out, SPEC, resume=True)
+        _, done = store.open_campaign(out, SPEC, resume=True)
         whole = sum(1 for end in ends if end - 1 <= cut)  # its JSON complete, newline or not
         assert done == set(range(whole)), cut
         for r in full:
@@ -96,17 +95,17 @@ def test_unwritable_store_is_refused_before_any_trial(tmp_path, setup, message):
     out = tmp_path / "out"
     setup(out)
     with pytest.raises(KitError, match=message):
-        campaign.start(out, SPEC, resume=False)
+        store.open_campaign(out, SPEC, resume=False)
 
 
 def test_corrupt_campaign_file_is_one_line(tmp_path):
-    campaign.start(tmp_path, SPEC, resume=False)
-    (tmp_path / campaign.SPEC_FILE).write_text("{not json")
+    store.open_campaign(tmp_path, SPEC, resume=False)
+    (tmp_path / store.SPEC_FILE).write_text("{not json")
     with pytest.raises(KitError, match=r"campaign.json cannot be read as a campaign"):
-        campaign.start(tmp_path, SPEC, resume=True)
-    (tmp_path / campaign.SPEC_FILE).write_text("[]")
+        store.open_campaign(tmp_path, SPEC, resume=True)
+    (tmp_path / store.SPEC_FILE).write_text("[]")
     with pytest.raises(KitError, match=r"holds no campaign id"):
-        campaign.start(tmp_path, SPEC, resume=True)
+        store.open_campaign(tmp_path, SPEC, resume=True)
 
 
 @settings(max_examples=300, deadline=None)

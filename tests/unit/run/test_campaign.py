@@ -10,7 +10,7 @@ from kit import cli
 from kit.core import benches, paths
 from kit.core.errors import KitError
 from kit.results import analysis, store
-from kit.run import campaign, request
+from kit.run import campaign, plan, request
 
 from ..records import record
 
@@ -18,8 +18,8 @@ SPEC = {"image": "pytorch-mpich", "runtimes": ["native", "docker"], "repeats": 2
 
 
 def test_plan_interleaves_every_round_and_is_seeded():
-    configs = [campaign.Config("torch-cnn", "tiny", 32, n) for n in (1, 2)]
-    p = campaign.plan(["native", "docker", "singularity"], configs, repeats=3, warmups=1, seed=5)
+    configs = [plan.Config("torch-cnn", "tiny", 32, n) for n in (1, 2)]
+    p = plan.plan(["native", "docker", "singularity"], configs, repeats=3, warmups=1, seed=5)
     assert len(p) == 4 * 6
     for r in range(4):
         block = p[r * 6 : (r + 1) * 6]
@@ -27,60 +27,60 @@ def test_plan_interleaves_every_round_and_is_seeded():
             (rt, n) for rt in ("native", "docker", "singularity") for n in (1, 2)
         }
         assert all(t.warmup == (r == 0) and t.repeat == r - 1 for t in block)
-    assert p == campaign.plan(["native", "docker", "singularity"], configs, 3, 1, 5)
-    assert p != campaign.plan(["native", "docker", "singularity"], configs, 3, 1, 6)
+    assert p == plan.plan(["native", "docker", "singularity"], configs, 3, 1, 5)
+    assert p != plan.plan(["native", "docker", "singularity"], configs, 3, 1, 6)
 
 
 def test_new_campaign_writes_its_spec(tmp_path):
-    cid, done = campaign.start(tmp_path / "c", SPEC, resume=False)
-    saved = json.loads((tmp_path / "c" / campaign.SPEC_FILE).read_text())
+    cid, done = store.open_campaign(tmp_path / "c", SPEC, resume=False)
+    saved = json.loads((tmp_path / "c" / store.SPEC_FILE).read_text())
     assert saved == {"campaign": cid, **SPEC} and done == set()
 
 
 def test_resume_skips_finished_and_reruns_cut_trials(tmp_path):
-    cid, _ = campaign.start(tmp_path, SPEC, resume=False)
+    cid, _ = store.open_campaign(tmp_path, SPEC, resume=False)
     for i, status in enumerate(["ok", "failed", "timeout", "interrupted", "ok"]):
         store.append(tmp_path, record("native", 1.0, campaign=cid, index=i, status=status))
     store.append(tmp_path, record("native", 1.0, campaign="other", index=7))
-    assert campaign.start(tmp_path, SPEC, resume=True) == (cid, {0, 1, 4})
+    assert store.open_campaign(tmp_path, SPEC, resume=True) == (cid, {0, 1, 4})
 
 
 def test_refuses_to_mix_or_change_campaigns(tmp_path):
-    campaign.start(tmp_path, SPEC, resume=False)
+    store.open_campaign(tmp_path, SPEC, resume=False)
     store.append(tmp_path, record("native", 1.0, campaign="x"))
     with pytest.raises(KitError, match=r"already holds trials; pass --resume"):
-        campaign.start(tmp_path, SPEC, resume=False)
+        store.open_campaign(tmp_path, SPEC, resume=False)
     with pytest.raises(KitError, match=r"these differ from .*campaign\.json: repeats, seed"):
-        campaign.start(tmp_path, {**SPEC, "repeats": 3, "seed": 1}, resume=True)
+        store.open_campaign(tmp_path, {**SPEC, "repeats": 3, "seed": 1}, resume=True)
     with pytest.raises(KitError, match="nothing to resume"):
-        campaign.start(tmp_path / "empty", SPEC, resume=True)
+        store.open_campaign(tmp_path / "empty", SPEC, resume=True)
 
 
 def test_configs_product_and_mpi_sweep_takes_ranks_only():
-    got = campaign.configs(
+    got = plan.configs(
         ["torch-cnn", "mpi"], ["tiny", "resnet50"], [8, 16], [1, 2], ["synthetic", "real"]
     )
     assert len(got) == 2 * 2 * 2 * 2 + 2
     assert [c for c in got if c.bench == "mpi"] == [
-        campaign.Config("mpi", "-", 0, 1),
-        campaign.Config("mpi", "-", 0, 2),
+        plan.Config("mpi", "-", 0, 1),
+        plan.Config("mpi", "-", 0, 2),
     ]
 
 
 def test_program_argv_per_benchmark():
     args = {"torch-hvd": ["--precision=bf16"], "mpi": ["--time-per-size=0.05"]}
-    opts = campaign.Options(steps=10, warmup_steps=2, bench_args=args)
-    real = campaign.Config("torch-hvd", "resnet50", 16, 2, "real")
+    opts = plan.Options(steps=10, warmup_steps=2, bench_args=args)
+    real = plan.Config("torch-hvd", "resnet50", 16, 2, "real")
     assert campaign.program("py", "/b", real, opts, "/mnt", "100.000000") == [
         "py", "/b/torch_cnn.py", "--dist", "horovod", "--model", "resnet50",
         "--batch-size", "16", "--steps", "10", "--warmup", "2", "--data", "real",
         "--data-dir", "/mnt", "--precision=bf16", "--launch-time", "100.000000",
     ]  # fmt: skip
-    sweep = campaign.Config("mpi", "-", 0, 2)
+    sweep = plan.Config("mpi", "-", 0, 2)
     assert campaign.program("py", "/b", sweep, opts, "", "100.000000") == [
         "py", "/b/mpi_bench.py", "--time-per-size=0.05", "--launch-time", "100.000000",
     ]  # fmt: skip
-    assert campaign.program("py", "/b", sweep, campaign.Options(), "", "100.000000") == [
+    assert campaign.program("py", "/b", sweep, plan.Options(), "", "100.000000") == [
         "py", "/b/mpi_bench.py", "--launch-time", "100.000000",
     ]  # fmt: skip
 
@@ -106,7 +106,7 @@ def test_out_of_memory_is_a_result_whoever_reports_it():
     assert campaign.status(outcome("failed", None, tf_abort)) == "oom"
     assert campaign.status(outcome("failed", None, "Segmentation fault")) == "failed"
     assert campaign.status(outcome("timeout", None, "out of memory")) == "timeout"
-    assert "oom" in campaign.FINISHED
+    assert "oom" in store.FINISHED
 
 
 def test_declared_models_are_the_benchmarks_own():

@@ -8,10 +8,10 @@ import pytest
 from kit.image import recipes
 from kit.launch import launchers, process
 from kit.results import stats
-from kit.run import campaign
+from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
 
-CONFIG = campaign.Config("torch-cnn", "tiny", 32, 2)
+CONFIG = plan.Config("torch-cnn", "tiny", 32, 2)
 RATES = {"native": 100.0, "docker": 90.0}
 
 
@@ -73,8 +73,8 @@ class Scripted(launchers.Launcher):
 def run(tmp_path, launcher, repeats=3, warmups=1, done=frozenset(), target=None) -> str:
     recipe = recipes.load("pytorch-mpich")
     arms = ["native", "docker"]
-    d = campaign.Design(arms, [CONFIG], repeats, warmups, 7, target)
-    opts = campaign.Options(steps=3, mpirun="mpirun-fake")
+    d = plan.Design(arms, [CONFIG], repeats, warmups, 7, target)
+    opts = plan.Options(steps=3, mpirun="mpirun-fake")
     runtimes = [Fake(a) for a in arms]
     return campaign.execute(recipe, "cpu", runtimes, d, tmp_path, opts, "c1", set(done), launcher)
 
@@ -86,7 +86,7 @@ def records(tmp_path) -> list[dict]:
 def test_every_round_in_its_seeded_order_each_trial_recorded(tmp_path):
     launcher = Scripted()
     assert run(tmp_path, launcher) == "4 rounds done"
-    d = campaign.Design(["native", "docker"], [CONFIG], 3, 1, 7)
+    d = plan.Design(["native", "docker"], [CONFIG], 3, 1, 7)
     planned = [p.runtime for r in range(4) for p in d.round(r)]
     assert [arm for arm, _, _ in launcher.started] == planned
     recs = records(tmp_path)
@@ -121,7 +121,7 @@ def test_an_interrupted_trial_is_filed_then_the_campaign_stops(tmp_path):
 
 
 def test_a_precision_target_stops_once_every_interval_is_narrow(tmp_path):
-    why = run(tmp_path, Scripted(), repeats=4, target=campaign.Target(0.02, 3600))
+    why = run(tmp_path, Scripted(), repeats=4, target=plan.Target(0.02, 3600))
     rounds = int(why.split(" after ")[1].split()[0])
     assert why.startswith("precision ±2.0% reached after ") and "(docker ±0." in why
     assert rounds >= 5 and len(records(tmp_path)) == 2 * rounds  # warm-up + repeats at least
@@ -144,8 +144,8 @@ def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
     to the half second 3.5 s. The summary says so."""
     launcher = Stepped()
     recipe = recipes.load("pytorch-mpich")
-    d = campaign.Design(["native", "docker"], [CONFIG], 2, 1, 7)
-    opts = campaign.Options(steps=3, mpirun="m", bench_args={"torch-cnn": []}, auto_min_time=True)
+    d = plan.Design(["native", "docker"], [CONFIG], 2, 1, 7)
+    opts = plan.Options(steps=3, mpirun="m", bench_args={"torch-cnn": []}, auto_min_time=True)
     why = campaign.execute(
         recipe, "cpu", [Fake("native"), Fake("docker")], d, tmp_path, opts, "c1", set(), launcher
     )

@@ -9,15 +9,15 @@ from hypothesis import strategies as st
 
 from kit.core import units
 from kit.core.errors import KitError
-from kit.run import campaign
+from kit.run import plan
 
 from ..records import record
 
-CONFIG = campaign.Config("torch-cnn", "tiny", 32, 1)
+CONFIG = plan.Config("torch-cnn", "tiny", 32, 1)
 
 
 def design(target=None, repeats=6, warmups=1):
-    return campaign.Design(["native", "docker"], [CONFIG], repeats, warmups, 0, target)
+    return plan.Design(["native", "docker"], [CONFIG], repeats, warmups, 0, target)
 
 
 def rounds_of(rng, n, spread, ratio=1.0, wall=2.0):
@@ -31,24 +31,24 @@ def rounds_of(rng, n, spread, ratio=1.0, wall=2.0):
 
 def test_a_fixed_design_stops_after_its_rounds():
     d = design()
-    assert campaign.stop_reason(d, [], 6) is None
-    assert campaign.stop_reason(d, [], 7) == ""
+    assert plan.stop_reason(d, [], 6) is None
+    assert plan.stop_reason(d, [], 7) == ""
 
 
 def test_stops_when_every_comparison_is_precise_enough():
-    d = design(campaign.Target(0.02, 3600))
+    d = design(plan.Target(0.02, 3600))
     tight = rounds_of(random.Random(1), 12, 0.002)
-    why = campaign.stop_reason(d, tight, 13)
+    why = plan.stop_reason(d, tight, 13)
     assert why.startswith("precision ±2.0% reached after 13 rounds (docker ±")
     noisy = rounds_of(random.Random(1), 12, 0.10)
-    assert campaign.stop_reason(d, noisy, 13) is None  # wide: another round
-    assert campaign.stop_reason(d, tight, 6) is None  # fewer than warm-up + repeats
+    assert plan.stop_reason(d, noisy, 13) is None  # wide: another round
+    assert plan.stop_reason(d, tight, 6) is None  # fewer than warm-up + repeats
 
 
 def test_stops_when_the_next_round_would_overrun_the_budget():
-    d = design(campaign.Target(0.02, 100))
+    d = design(plan.Target(0.02, 100))
     noisy = rounds_of(random.Random(1), 12, 0.10, wall=4.0)  # 96 s spent, 8 s a round
-    assert campaign.stop_reason(d, noisy, 12).startswith(
+    assert plan.stop_reason(d, noisy, 12).startswith(
         "budget 1.67 min spent after 12 rounds, precision ±2.0% not reached (docker ±"
     )
 
@@ -58,9 +58,7 @@ def test_rounds_are_seeded_per_round_and_indexed_by_position():
     assert d.round(3) == design().round(3)
     assert {p.runtime for p in d.round(0)} == {"native", "docker"} and d.round(0)[0].warmup
     assert not d.round(1)[0].warmup and d.round(1)[0].repeat == 0
-    assert campaign.plan(d.runtimes, d.configs, 6, 1, 0) == [
-        p for r in range(7) for p in d.round(r)
-    ]
+    assert plan.plan(d.runtimes, d.configs, 6, 1, 0) == [p for r in range(7) for p in d.round(r)]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,190 @@
+"""A campaign's design: the configurations, the rounds (every arm once, the baseline about
+sqrt(k) times, in a seeded order, so drift falls on every arm alike), the options every
+trial runs with, its length chosen from the warm-up round, and the rule that stops a
+precision-targeted campaign (it reads the intervals' widths, never their verdicts)."""
+
+import dataclasses
+import math
+import random
+import statistics
+from dataclasses import dataclass
+
+from kit.core import benches, units
+from kit.launch import slurm
+from kit.results import analysis, stats
+
+
+@dataclass(frozen=True)
+class Config:
+    bench: str
+    model: str
+    batch_size: int
+    ranks: int
+    data: str = "synthetic"
+
+
+def configs(
+    names: list[str], models: list[str], batch_sizes: list[int], ranks: list[int], data: list[str]
+) -> list[Config]:
+    """The product of the campaign's dimensions; a sweep benchmark takes ranks only."""
+    out = []
+    for b in names:
+        if benches.is_sweep(b):
+            out += [Config(b, "-", 0, n) for n in ranks]
+        else:
+            out += [
+                Config(b, m, bs, n, d)
+                for m in models
+                for bs in batch_sizes
+                for n in ranks
+                for d in data
+            ]
+    return out
+
+
+@dataclass(frozen=True)
+class Planned:
+    runtime: str
+    config: Config
+    repeat: int  # -1 .. -W for warm-up rounds
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class Options:
+    steps: int = 100
+    warmup_steps: int = 5
+    timeout: float = 600.0
+    mpirun: str | None = None
+    runtime_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    bench_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by bench
+    data_dir: str | None = None  # host folder of the real-data set, bound into containers
+    site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
+    auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
+
+
+def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
+    """opts with the training benchmarks' --min-time chosen from the warm-up trials
+    (stats.trial_seconds), and a line saying what was chosen and from what. Derived from
+    the records alone, so --resume chooses the same."""
+    ok = [r for r in warmups if r["status"] == "ok" and r["result"].get("step_times_s")]
+    if not ok:
+        return dataclasses.replace(opts, auto_min_time=False), (
+            "--min-time auto: no warm-up trial finished; trials time --steps steps only"
+        )
+    steps = [r["result"]["step_times_s"] for r in ok]
+    step_s = statistics.median(x for s in steps for x in s)
+    cv = statistics.median(
+        statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in steps
+    )
+    fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
+    chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, stats.LAUNCH_SD)) / 2)
+    args = {
+        b: a if benches.is_sweep(b) else [*a, "--min-time", f"{chosen:g}"]
+        for b, a in opts.bench_args.items()
+    }
+    return dataclasses.replace(opts, bench_args=args, auto_min_time=False), (
+        f"--min-time auto: {chosen:g} s (a launch's fixed cost {fixed:.1f} s, steps "
+        f"{step_s:.2f} s ±{cv:.0%}, launch spread {stats.LAUNCH_SD:.0%} assumed)"
+    )
+
+
+BASELINE = "native"  # the arm every other is compared with, launched more often
+
+
+def baseline_launches(runtimes: list[str]) -> int:
+    """Launches of the baseline a round, about sqrt(k) for k arms compared with it.
+
+    All k comparisons share the baseline's noise: with b of its launches a round, a
+    per-round log ratio has variance (1 + 1/b) s^2 and a round costs k + b launches, so
+    the interval width a minute goes as sqrt((1 + 1/b)(k + b)), least near b = sqrt(k)
+    (k = 4: b = 2 is 5 % narrower a minute than b = 1)."""
+    k = len(runtimes) - 1
+    return max(1, round(math.sqrt(k))) if BASELINE in runtimes and k >= 2 else 1
+
+
+def plan_round(
+    runtimes: list[str], configs: list[Config], r: int, warmups: int, seed: int, launches: int = 1
+):
+    """Round r: every runtime arm x configuration once (the baseline `launches` times), in
+    an order seeded by (seed, r)."""
+    round_ = [
+        (rt, c)
+        for c in configs
+        for rt in runtimes
+        for _ in range(launches if rt == BASELINE else 1)
+    ]
+    random.Random(f"{seed}:{r}").shuffle(round_)
+    return [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
+
+
+def plan(
+    runtimes: list[str],
+    configs: list[Config],
+    repeats: int,
+    warmups: int,
+    seed: int,
+    launches: int = 1,
+) -> list[Planned]:
+    """A fixed design: warm-up rounds, then `repeats` measured rounds."""
+    return [
+        p
+        for r in range(warmups + repeats)
+        for p in plan_round(runtimes, configs, r, warmups, seed, launches)
+    ]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A precision-targeted campaign: rounds are added until every comparison's interval
+    (family-adjusted, at `confidence`) is within ±precision, or the budget is spent."""
+
+    precision: float  # relative half-width, e.g. 0.02
+    budget_s: float
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class Design:
+    runtimes: list[str]
+    configs: list[Config]
+    repeats: int  # measured rounds; with a Target, the fewest before the first check
+    warmups: int
+    seed: int
+    target: Target | None = None
+    baseline_launches: int = 1  # launches of BASELINE a round
+
+    def round(self, r: int) -> list[Planned]:
+        return plan_round(
+            self.runtimes, self.configs, r, self.warmups, self.seed, self.baseline_launches
+        )
+
+    @property
+    def per_round(self) -> int:
+        extra = self.baseline_launches - 1 if BASELINE in self.runtimes else 0
+        return (len(self.runtimes) + extra) * len(self.configs)
+
+
+def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
+    """Why a precision-targeted campaign stops after this round, or None to go on. Looks
+    only at the intervals' widths (stats.precise), never at their verdicts."""
+    t = design.target
+    if rounds_done < design.warmups + design.repeats:
+        return None
+    if t is None:
+        return ""
+    a = analysis.summarise(records, "", t.confidence)
+    ratios = [arm.ratio for g in a.groups for arm in g.arms if arm.ratio is not None]
+    widths = ", ".join(
+        f"{arm.runtime} ±{arm.half_width:.1%}" for g in a.groups for arm in g.arms if arm.ratio
+    )
+    if ratios and stats.precise(ratios, t.precision):
+        return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({widths})"
+    spent = sum(r["wall_s"] for r in records)
+    per_round = spent / max(rounds_done, 1)
+    if spent + per_round > t.budget_s:
+        return (
+            f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
+            f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
+        )
+    return None
