@@ -169,9 +169,8 @@ def _run_preset(a: argparse.Namespace) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from kit.core import units
     from kit.results import store
-    from kit.run import campaign, request
+    from kit.run import campaign, plan, request
 
     if a.preset is not None:
         _run_preset(a)
@@ -182,21 +181,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         raise KitError("--full goes with --preset NAME (the study's own sizes)")
     c = request.check(request.RunRequest.of(a), plan_only=a.dry_run)
     if a.dry_run:
-        for i, t in enumerate(c.trials):
-            x = t.config
-            print(
-                f"{i:4d} {t.runtime:<12} {x.bench} {x.model} bs={x.batch_size} {x.data} "
-                f"np={x.ranks}{' warm-up' if t.warmup else ''}"
-            )
-        if c.opts.auto_min_time:
-            print("--min-time auto: chosen after the warm-up round, from its trials")
-        if (b := c.design.baseline_launches) > 1:
-            print(f"native runs {b} times a round (one per comparison would cost precision)")
-        if target := c.design.target:
-            print(
-                f"then a round at a time until every comparison is within "
-                f"±{target.precision:.1%} or {units.minutes(target.budget_s)} are spent"
-            )
+        print(plan.describe(c.design, c.trials, c.opts))
         return
     if a.emit:
         scripts = campaign.emit(c.recipe, c.variant, c.runtimes, c.trials, a.emit, c.opts)

@@ -188,3 +188,27 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
             f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
         )
     return None
+
+
+def describe(design: Design, trials: list[Planned], opts: Options) -> str:
+    """The dry run's plan: every trial of the fixed rounds, then what the campaign decides
+    as it goes (the trial length, the baseline's launches, more rounds to a target)."""
+    lines = [
+        f"{i:4d} {t.runtime:<12} {t.config.bench} {t.config.model} bs={t.config.batch_size} "
+        f"{t.config.data} np={t.config.ranks}{' warm-up' if t.warmup else ''}"
+        for i, t in enumerate(trials)
+    ]
+    if opts.auto_min_time:
+        lines.append("--min-time auto: chosen after the warm-up round, from its trials")
+    if design.baseline_launches > 1:
+        lines.append(
+            f"{BASELINE} runs {design.baseline_launches} times a round (every comparison "
+            "shares its noise)"
+        )
+    if design.target:
+        lines.append(
+            f"then a round at a time until every comparison is within "
+            f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} "
+            "are spent"
+        )
+    return "\n".join(lines)
