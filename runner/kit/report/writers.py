@@ -6,6 +6,7 @@ import html
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import benches
@@ -431,36 +432,90 @@ def _intro(a: Analysis) -> list[str]:
     return [f"Preset {a.preset['name']}: {a.preset['title']}. {a.preset['question']}", ""]
 
 
-def markdown(a: Analysis) -> str:
-    lines = [f"# {report_title(a)}", "", *_intro(a)]
+@dataclass(frozen=True)
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+    kind: str = ""  # a class for the HTML list ("answers")
+
+
+Block = Table | Bullets | str  # a str is a paragraph
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    blocks: list
+
+
+@dataclass(frozen=True)
+class Document:
+    """What a report says, built once from the analysis; each format only renders it, so
+    Markdown and HTML cannot disagree, and a new table is one Section here."""
+
+    title: str
+    lead: list[Block]  # before the first section: the preset, the answers, the header
+    sections: list[Section]
+
+
+def document(a: Analysis, figures: bool) -> Document:
+    """The report of an analysis (figures: draw them, for the HTML page)."""
+    lead: list[Block] = [x for x in _intro(a) if x]
     if said := answers(a):
-        lines += [*(f"- {x}" for x in said), ""]
-    lines += [_header(a), ""]
+        lead.append(Bullets(said, "answers"))
+    lead.append(_header(a))
+    sections = []
     if a.published:
-        lines += [
-            "## Published beside measured",
-            "",
-            *_md_table(PUBLISHED_COLUMNS, _published_rows(a)),
-            "",
-            PUBLISHED_NOTE,
-            "",
-        ]
+        sections.append(
+            Section(
+                "Published beside measured",
+                [Table(PUBLISHED_COLUMNS, _published_rows(a)), PUBLISHED_NOTE],
+            )
+        )
     for g in a.groups:
-        lines += [
-            f"## {_title(g.key)}",
-            "",
-            *_md_table(_columns(a, g), [_row(x, a) for x in g.arms]),
-            "",
-        ]
+        blocks: list = [Table(_columns(a, g), [_row(x, a) for x in g.arms])]
         if g.pairs:
-            lines += [PAIRS, "", *_md_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs]), ""]
-        lines += [x for text in (_disturbed(g), _spread(g)) if text for x in (text, "")]
-    for title, columns, rows in _sections(a):
-        lines += [f"## {title}", "", *_md_table(columns, rows), ""]
+            blocks += [PAIRS, Table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])]
+        blocks += [text for text in (_disturbed(g), _spread(g)) if text]
+        sections.append(Section(_title(g.key), blocks))
+    sections += [Section(title, [Table(columns, rows)]) for title, columns, rows in _sections(a)]
     if a.not_ok:
-        lines += ["## Trials that did not finish", "", *(f"- {x}" for x in _failed(a)), ""]
-    lines += ["## Runtimes", "", *(f"- {x}" for x in _runtimes(a)), "", NOTES, ""]
+        sections.append(Section("Trials that did not finish", [Bullets(_failed(a))]))
+    if figures:
+        sections.append(Section("Figures", list(plots.figures(a))))
+    sections.append(Section("Runtimes", [Bullets(_runtimes(a)), NOTES]))
+    return Document(report_title(a), lead, sections)
+
+
+def markdown(a: Analysis) -> str:
+    return _markdown(document(a, figures=False))
+
+
+def _markdown(doc: Document) -> str:
+    lines = [f"# {doc.title}", ""]
+    for block in doc.lead:
+        lines += [*_md_block(block), ""]
+    for section in doc.sections:
+        blocks = [b for b in section.blocks if not isinstance(b, plots.Figure)]
+        if not blocks:
+            continue  # figures only: the HTML page's
+        lines += [f"## {section.title}", ""]
+        for block in blocks:
+            lines += [*_md_block(block), ""]
     return "\n".join(lines)
+
+
+def _md_block(block: Block) -> list[str]:
+    if isinstance(block, Table):
+        return _md_table(block.columns, block.rows)
+    if isinstance(block, Bullets):
+        return [f"- {x}" for x in block.items]
+    return [block]
 
 
 def _csv(a: Analysis) -> str:
@@ -557,57 +612,30 @@ td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}
 figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:center}"""
 
 
-def _html(a: Analysis) -> str:
-    parts = [
-        f"<h1>{html.escape(report_title(a))}</h1>",
-        *(f"<p>{html.escape(x)}</p>" for x in _intro(a) if x),
-        ("<ul class=answers>" + "".join(f"<li>{html.escape(x)}</li>" for x in said) + "</ul>")
-        if (said := answers(a))
-        else "",
-        f"<p>{html.escape(_header(a))}</p>",
-    ]
-    if a.published:
-        parts += [
-            "<h2>Published beside measured</h2>",
-            _html_table(PUBLISHED_COLUMNS, _published_rows(a)),
-            f"<p>{html.escape(PUBLISHED_NOTE)}</p>",
-        ]
-    for g in a.groups:
-        parts += [
-            f"<h2>{html.escape(_title(g.key))}</h2>",
-            _html_table(_columns(a, g), [_row(x, a) for x in g.arms]),
-            f"<p>{html.escape(PAIRS)}</p>"
-            + _html_table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])
-            if g.pairs
-            else "",
-            f"<p>{html.escape(left)}</p>" if (left := _disturbed(g)) else "",
-            f"<p>{html.escape(spread)}</p>" if (spread := _spread(g)) else "",
-        ]
-    for title, columns, rows in _sections(a):
-        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(columns, rows)]
-    if a.not_ok:
-        parts += [
-            "<h2>Trials that did not finish</h2><ul>",
-            *(f"<li>{html.escape(x)}</li>" for x in _failed(a)),
-            "</ul>",
-        ]
-    parts.append("<h2>Figures</h2>")
-    parts += [
-        f'<figure id="{html.escape(f.slug)}">{f.svg}<figcaption>{html.escape(f.caption)}'
-        "</figcaption></figure>"
-        for f in plots.figures(a)
-    ]
-    parts += [
-        "<h2>Runtimes</h2><ul>",
-        *(f"<li>{html.escape(x)}</li>" for x in _runtimes(a)),
-        "</ul>",
-        f"<p>{html.escape(NOTES)}</p>",
-    ]
+def _html(doc: Document) -> str:
+    parts = [f"<h1>{html.escape(doc.title)}</h1>", *map(_html_block, doc.lead)]
+    for section in doc.sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        parts += map(_html_block, section.blocks)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(report_title(a))}</title><style>{STYLE}</style></head>"
+        f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
+
+
+def _html_block(block: Block | plots.Figure) -> str:
+    if isinstance(block, Table):
+        return _html_table(block.columns, block.rows)
+    if isinstance(block, Bullets):
+        items = "".join(f"<li>{html.escape(x)}</li>" for x in block.items)
+        return f"<ul{' class=' + block.kind if block.kind else ''}>{items}</ul>"
+    if isinstance(block, plots.Figure):
+        return (
+            f'<figure id="{html.escape(block.slug)}">{block.svg}<figcaption>'
+            f"{html.escape(block.caption)}</figcaption></figure>"
+        )
+    return f"<p>{html.escape(block)}</p>"
 
 
 def render(a: Analysis, fmt: str) -> str:
@@ -617,7 +645,7 @@ def render(a: Analysis, fmt: str) -> str:
         return _csv(a)
     if fmt == "json":
         return json.dumps(dataclasses.asdict(a), indent=2) + "\n"
-    return _html(a)
+    return _html(document(a, figures=True))
 
 
 def write(

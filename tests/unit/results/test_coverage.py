@@ -48,6 +48,8 @@ def shipped() -> list[dict]:
             index=int(r["index"]),
             repeat=int(r["repeat"]),
             ranks=1,
+            model="resnet50",
+            batch_size=4,
         )
         for r in rows
     ]
