@@ -159,7 +159,7 @@ def _run_preset(a: argparse.Namespace) -> None:
         args = presets.argv(leg, out, a.full)
         if a.dry_run:
             args.append("--dry-run")
-        elif a.resume and (out / leg.name / store.SPEC_FILE).is_file():
+        elif a.resume and store.has_campaign(out / leg.name):
             args.append("--resume")
         print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
         cmd_run(kit_parser.parse_args(args))

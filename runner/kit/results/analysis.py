@@ -13,7 +13,6 @@ holds together at the stated confidence.
 """
 
 import dataclasses
-import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -340,15 +339,8 @@ def variance(key_arms: dict[str, list[dict]]) -> Variance:
 
 def targets(out_dirs: list[Path]) -> float | None:
     """The precision target the campaigns were run to (their saved --precision)."""
-    found = set()
-    for d in out_dirs:
-        try:
-            spec = json.loads((d / store.SPEC_FILE).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(spec, dict) and isinstance(spec.get("precision"), int | float):
-            found.add(float(spec["precision"]))
-    return min(found) if found else None
+    found = {store.settings(d).get("precision") for d in out_dirs}
+    return min((float(x) for x in found if isinstance(x, int | float)), default=None)
 
 
 def analyse(

@@ -208,3 +208,42 @@ def _saved_spec(path: Path) -> dict:
     if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
         raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
     return saved
+
+
+PRESET_FILE = "preset.json"  # a preset's results folder: its name, legs and published figures
+
+
+def has_trials(out_dir: Path) -> bool:
+    return (out_dir / FILE).is_file()
+
+
+def has_campaign(out_dir: Path) -> bool:
+    """A campaign was started in out_dir (its settings are saved there)."""
+    return (out_dir / SPEC_FILE).is_file()
+
+
+def settings(out_dir: Path) -> dict:
+    """The settings a campaign saved in out_dir ({} when none can be read)."""
+    try:
+        saved = json.loads((out_dir / SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def save_preset(out_dir: Path, preset: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / PRESET_FILE).write_text(json.dumps(preset, indent=2) + "\n")
+
+
+def saved_preset(out_dir: Path) -> dict | None:
+    """What a preset saved in its results folder (None: a plain campaign's folder)."""
+    try:
+        raw = json.loads((out_dir / PRESET_FILE).read_text())
+    except OSError:
+        return None
+    except ValueError:
+        raise KitError(f"{out_dir / PRESET_FILE} is not JSON; run the preset again") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise KitError(f"{out_dir / PRESET_FILE} names no preset; run the preset again")
+    return raw

@@ -10,17 +10,15 @@ with no figure (figure-only results) is shown with what was measured beside it
 and judged by no one.
 """
 
-import json
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
-from kit.results import stats
+from kit.results import stats, store
 from kit.results.analysis import Analysis
 
-FILE = "preset.json"  # in a preset's results folder: its name, legs and published figures
 KINDS = ("ratio", "bench_ratio", "efficiency", "io_overhead", "oom", "elsewhere")
 
 
@@ -93,22 +91,17 @@ def argv(leg: Leg, out: Path, full: bool) -> list[str]:
 
 
 def save(preset: Preset, out: Path, full: bool) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / FILE).write_text(json.dumps({**asdict(preset), "full": full}, indent=2) + "\n")
+    store.save_preset(out, {**asdict(preset), "full": full})
 
 
 def saved(out: Path) -> tuple[Preset, list[Path]] | None:
     """The preset a results folder holds (None: a plain campaign), and its legs' folders
     that have trials."""
-    try:
-        raw = json.loads((out / FILE).read_text())
-    except OSError:
+    raw = store.saved_preset(out)
+    if raw is None:
         return None
-    except ValueError:
-        raise KitError(f"{out / FILE} is not JSON; run the preset again") from None
     preset = load(raw["name"])
-    legs = [out / leg.name for leg in preset.legs if (out / leg.name / "trials.jsonl").is_file()]
-    return preset, legs
+    return preset, [out / leg.name for leg in preset.legs if store.has_trials(out / leg.name)]
 
 
 @dataclass(frozen=True)
