@@ -206,9 +206,13 @@ def cmd_report(a: argparse.Namespace) -> None:
     if a.format not in writers.FORMATS:
         raise KitError(f"--format '{a.format}' is not one of {', '.join(writers.FORMATS)}")
     request.check_confidence(a.confidence)
+    seen: set[Path] = set()
     for d in a.dir:
         if not d.is_dir():
             raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
+        if d.resolve() in seen:
+            raise KitError(f"results directory '{d}' is given twice; its trials would count twice")
+        seen.add(d.resolve())
     path, text = writers.write(a.dir, a.format, a.confidence, a.allow_mismatch, a.baseline)
     if a.format == "html" and path is not None:
         print(path)

@@ -47,6 +47,11 @@ def kit(*args, env=None):
             "--precision compares every arm with native: add native to --runtime",
         ),
         (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1 must be"),
+        (["run", "pytorch-mpich", "--min-time", "auto", "--warmup-trials", "0"], "use --warmup"),
+        (["run", "pytorch-mpich", "--baseline-launches", "0"], "--baseline-launches 0 must be"),
+        (["run", "pytorch-mpich", "--bench-arg", "nosuch:--x"], "names no benchmark 'nosuch'"),
+        (["run", "pytorch-mpich", "--batch-size", "9" * 23], "is out of range; give values"),
+        (["report", "/tmp", "/tmp/"], "results directory '/tmp' is given twice"),
         (["run", "pytorch-mpich", "--bench-arg=mpi:--x", "--dry-run"], "names 'mpi', not in"),
         (["run", "pytorch-mpich", "--bench-arg=mpi:", "--dry-run"], "'mpi:' must be BENCH:ARG"),
         (["run", "pytorch-mpich", "--out", "/proc/version"], "--out '/proc/version' is a file"),
@@ -181,3 +186,22 @@ def test_help_names_every_container_runtime_the_registry_has():
     products = {cls.product for cls in runtimes.RUNTIMES.values() if cls.product}
     assert products >= {"Apptainer", "Charliecloud", "Docker", "Podman", "Shifter"}
     assert all(p in line for p in products) and line.endswith("Podman and Shifter.")
+
+
+def test_repeated_values_are_one_configuration():
+    p = kit(
+        "run",
+        "pytorch-mpich",
+        "--runtime",
+        "native,docker",
+        "--batch-size",
+        "4,4",
+        "--np",
+        "1,1",
+        "--repeats",
+        "1",
+        "--warmup-trials",
+        "0",
+        "--dry-run",
+    )
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stdout

@@ -81,7 +81,9 @@ def ints(flag: str, spec: str) -> list[int]:
         values = []
     if not values or any(v < 1 for v in values):
         raise KitError(f"{flag} '{spec}' must be comma-separated positive integers, e.g. 1,2")
-    return values
+    if any(v >= 2**31 for v in values):
+        raise KitError(f"{flag} '{spec}' is out of range; give values below 2147483648")
+    return list(dict.fromkeys(values))  # 4,4 is one configuration, not two a round
 
 
 def names(flag: str, spec: str) -> list[str]:
@@ -153,6 +155,11 @@ def _bench_args(
     out: dict[str, list[str]] = {b: [] for b in wanted}
     for spec in specs:
         name, sep, arg = spec.partition(":")
+        if sep and name and not name.startswith("-") and name not in benches.BENCHES:
+            raise KitError(
+                f"--bench-arg '{spec}' names no benchmark '{name}' (known: "
+                f"{', '.join(benches.BENCHES)}); use BENCH:ARG, or ARG for every benchmark"
+            )
         if not (sep and name in benches.BENCHES):
             for b in wanted:
                 out[b].append(spec)
