@@ -89,7 +89,7 @@ def check_schema(data: dict, where: Path, overriding: bool = False) -> None:
         _check_mapping(where, "compile.env", data["compile"]["env"], *MAPPINGS["env"])
     for name, override in data.get("variant", {}).items():
         if name not in VARIANTS:
-            raise KitError(f"{where}: [variant.{name}] is not one of {', '.join(VARIANTS)}")
+            raise KitError(f"{where}: [variant.{name!r}] is not one of {', '.join(VARIANTS)}")
         check_schema(override, f"{where} [variant.{name}]", overriding=True)
 
 

@@ -181,15 +181,16 @@ def _loss(a: Analysis) -> Iterator[Figure]:
         if not drawn:
             continue
         k = g.key
+        reached = min(len(arm.loss) for arm in drawn)  # by every trial of every arm
 
-        def draw(ax, drawn=drawn) -> None:
+        def draw(ax, drawn=drawn, reached=reached) -> None:
             for i, arm in enumerate(drawn):
                 marker, dash = STYLES[i % len(STYLES)]
                 width = 1.0 + 2.5 * (len(drawn) - 1 - i) / max(len(drawn) - 1, 1)
-                steps = range(1, len(arm.loss) + 1)
+                steps = range(1, reached + 1)
                 ax.plot(
                     steps,
-                    arm.loss,
+                    arm.loss[:reached],
                     dash,
                     marker=marker,
                     linewidth=width,
@@ -204,7 +205,7 @@ def _loss(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             slug,
             f"Loss per timed step, median over trials; every point holds all of an arm's "
-            f"trials ({held}): only the steps all of them reached are drawn: {name}",
+            f"trials ({held}): only the {reached} steps every trial reached are drawn: {name}",
             _svg(slug, name, "timed step", "loss", draw),
         )
 

@@ -74,8 +74,10 @@ def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
         )
     steps = [r["result"]["step_times_s"] for r in ok]
     step_s = statistics.median(x for s in steps for x in s)
+    settled = [s[1:] if len(s) > 2 else s for s in steps]  # a warm-up trial's first timed
+    # step is still warming: its step noise would ask for longer trials than needed
     cv = statistics.median(
-        statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in steps
+        statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in settled
     )
     fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
     chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, stats.LAUNCH_SD)) / 2)

@@ -155,7 +155,8 @@ def _bench_args(
     out: dict[str, list[str]] = {b: [] for b in wanted}
     for spec in specs:
         name, sep, arg = spec.partition(":")
-        if sep and name and not name.startswith("-") and name not in benches.BENCHES:
+        if sep and arg.startswith("-") and not name.startswith("-") and name not in benches.BENCHES:
+            # BENCH:--option with a BENCH that is none: every trial would fail on it
             raise KitError(
                 f"--bench-arg '{spec}' names no benchmark '{name}' (known: "
                 f"{', '.join(benches.BENCHES)}); use BENCH:ARG, or ARG for every benchmark"

@@ -140,8 +140,8 @@ class Stepped(Scripted):
 
 def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
     """Warm-up trials time their steps only; the measured ones get the length that
-    narrows the intervals most per minute: sqrt(8 s x 0.0975^2 x 0.45 s) / 5 % = 3.7 s,
-    to the half second 3.5 s. The summary says so."""
+    narrows the intervals most per minute, from the steps after the first (still warming):
+    sqrt(8 s x 0.1^2 x 0.45 s) / 5 % = 3.8 s, to the half second 4 s. The summary says so."""
     launcher = Stepped()
     recipe = recipes.load("pytorch-mpich")
     d = plan.Design(["native", "docker"], [CONFIG], 2, 1, 7)
@@ -151,10 +151,10 @@ def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
     )
     argvs = [program for _, program, _ in launcher.started]
     assert all("--min-time" not in a for a in argvs[:2])
-    assert all(a[a.index("--min-time") + 1] == "3.5" for a in argvs[2:])
+    assert all(a[a.index("--min-time") + 1] == "4" for a in argvs[2:])
     assert why.endswith(
-        "; --min-time auto: 3.5 s (a launch's fixed cost 8.0 s, steps 0.45 s ±10%, "
+        "; --min-time auto: 4 s (a launch's fixed cost 8.0 s, steps 0.45 s ±10%, "
         "launch spread 5% assumed)"
     )
-    assert [r["bench_args"] for r in records(tmp_path)][2:] == [["--min-time", "3.5"]] * 4
+    assert [r["bench_args"] for r in records(tmp_path)][2:] == [["--min-time", "4"]] * 4
     assert stats.trial_seconds(8.5, 0.45, 0.05, 0.05) == pytest.approx(1.96, abs=0.01)
