@@ -1,6 +1,6 @@
 """The studies' experiments as presets: a campaign per leg, and the published figures.
 
-A preset (benchmarks/presets/NAME.toml) names the `kit run` options of each leg
+A preset (recipes/presets/NAME.toml) names the `kit run` options of each leg
 (one image each), sized for a 2-core machine, and the papers' own sizes under
 `full`; and each figure the study published, with what it is comparable to here:
 a ratio of two arms (runtimes, or benchmarks such as Horovod over parameter
@@ -53,7 +53,7 @@ class Preset:
 
 
 def folder() -> Path:
-    return repo_root() / "benchmarks" / "presets"
+    return repo_root() / "recipes" / "presets"
 
 
 def names() -> list[str]:
