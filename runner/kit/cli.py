@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kit import __version__
-from kit.core.errors import KitError
+from kit.core.errors import KitError, RunFailed
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
@@ -197,6 +197,12 @@ def cmd_run(a: argparse.Namespace) -> None:
     campaign_id, done = store.open_campaign(out, c.spec, a.resume)
     campaign.execute(c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done)
     print(out)
+    mine = [r for r in store.load(out).records if r["campaign"] == campaign_id]
+    if failed := campaign.unsuccessful(mine):
+        raise RunFailed(
+            f"no trial of {'; '.join(failed)} succeeded; the records and their output are "
+            f"in {out / store.FILE} (kit report {out})"
+        )
 
 
 def cmd_report(a: argparse.Namespace) -> None:
@@ -515,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except KitError as e:
         print(f"kit: error: {e}", file=sys.stderr)
-        return 2
+        return e.status
     except KeyboardInterrupt:
         print("kit: interrupted", file=sys.stderr)
         return 130

@@ -10,6 +10,7 @@ import shutil
 import socket
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,20 @@ def status(outcome: process.Outcome) -> str:
     if outcome.status == "failed" and any(m in text for m in OOM_MARKERS):
         return "oom"
     return outcome.status
+
+
+def unsuccessful(records: list[dict]) -> list[str]:
+    """Arms none of whose measured trials succeeded, each with how its trials ended, e.g.
+    'docker (3 failed, 1 timeout)'; running out of memory is a result, not a failure."""
+    ends: dict[str, Counter] = {}
+    for r in records:
+        if not r["warmup"]:
+            ends.setdefault(r["runtime"], Counter())[r["status"]] += 1
+    return [
+        f"{arm} ({', '.join(f'{n} {status}' for status, n in sorted(c.items()))})"
+        for arm, c in ends.items()
+        if not c["ok"] and not c["oom"]
+    ]
 
 
 def host_info() -> dict:

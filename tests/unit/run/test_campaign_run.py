@@ -5,11 +5,15 @@ import json
 
 import pytest
 
+from kit import cli
+from kit.core.errors import RunFailed
 from kit.image import recipes
 from kit.launch import launchers, process
 from kit.results import stats
 from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
+
+from ..records import record
 
 CONFIG = plan.Config("torch-cnn", "tiny", 32, 2)
 RATES = {"native": 100.0, "docker": 90.0}
@@ -158,3 +162,23 @@ def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):
     )
     assert [r["bench_args"] for r in records(tmp_path)][2:] == [["--min-time", "4"]] * 4
     assert stats.trial_seconds(8.5, 0.45, 0.05, 0.05) == pytest.approx(1.96, abs=0.01)
+
+
+def test_an_arm_with_no_trial_that_succeeded_is_named():
+    recs = [
+        record("native", 1.0),
+        *(record("docker", 0.0, status=s) for s in ("failed", "timeout", "failed")),
+        record("docker", 1.0, warmup=True),  # a warm-up that worked does not count
+        record("podman", 0.0, status="oom"),  # out of memory is a result
+    ]
+    assert campaign.unsuccessful(recs) == ["docker (2 failed, 1 timeout)"]
+
+
+def test_a_failed_run_exits_1_a_mistake_2(monkeypatch, capsys):
+    def fails(_a):
+        raise RunFailed("no trial of docker (3 failed) succeeded; ...")
+
+    monkeypatch.setattr(cli, "cmd_presets", fails)
+    assert cli.main(["presets"]) == 1
+    assert capsys.readouterr().err == "kit: error: no trial of docker (3 failed) succeeded; ...\n"
+    assert cli.main(["build", "nope"]) == 2
