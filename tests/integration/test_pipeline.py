@@ -46,6 +46,8 @@ def run_args(
         repeats,
         "--warmup-trials",
         warmups,
+        "--baseline-launches",  # one trial a runtime and round: the pipeline is checked here
+        "1",
         "--steps",
         steps,
         "--timeout",
@@ -247,9 +249,14 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
 
 def test_timeout_leaves_nothing(built, tmp_path):
     out = tmp_path / "timeout"
-    kit(*run_args("singularity,charliecloud,docker", out, steps="1000000", timeout="5"))
+    run = kit(*run_args("singularity,charliecloud,docker", out, steps="1000000", timeout="5"),
+              check=False)  # fmt: skip
     assert [r["status"] for r in records(out)] == ["timeout"] * 3
     assert leftovers() == []
+    # no arm had a trial that worked: the exit status says so, naming them
+    assert run.returncode == 1, run.stderr[-2000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("kit: error: no trial of ") and "docker (1 timeout)" in last
 
 
 def test_ci_smoke_script_on_the_built_image(built, tmp_path):
