@@ -271,20 +271,13 @@ def _runtimes(a: Analysis) -> list[str]:
     ]
 
 
+def _key_cells(k: Key, *fields: str) -> list[str]:
+    return [str(getattr(k, f)) for f in fields]
+
+
 def _scaling_rows(a: Analysis) -> list[list[str]]:
-    return [
-        [
-            s.key.image,
-            s.key.bench,
-            s.key.model,
-            s.key.data,
-            str(s.key.batch_size),
-            str(s.key.ranks),
-            s.runtime,
-            _iv(s.efficiency, 3),
-        ]
-        for s in a.scaling
-    ]
+    fields = ("image", "bench", "model", "data", "batch_size", "ranks")
+    return [[*_key_cells(s.key, *fields), s.runtime, _iv(s.efficiency, 3)] for s in a.scaling]
 
 
 SCALING_COLUMNS = [
@@ -301,18 +294,8 @@ IO_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "I/O overh
 
 
 def _io_rows(a: Analysis) -> list[list[str]]:
-    return [
-        [
-            x.key.image,
-            x.key.bench,
-            x.key.model,
-            str(x.key.batch_size),
-            str(x.key.ranks),
-            x.runtime,
-            _iv(x.overhead, 3),
-        ]
-        for x in a.io
-    ]
+    fields = ("image", "bench", "model", "batch_size", "ranks")
+    return [[*_key_cells(x.key, *fields), x.runtime, _iv(x.overhead, 3)] for x in a.io]
 
 
 MPI_COLUMNS = [
