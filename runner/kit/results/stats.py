@@ -19,8 +19,10 @@ holds at the stated confidence. docs/statistics.md argues each choice and shows
 the coverage measured by simulation.
 """
 
+import itertools
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cache
@@ -42,21 +44,14 @@ class Interval:
 
 
 @cache
-def _order_index(n: int, conf: float) -> tuple[int, float]:
-    """j and coverage of the narrowest [x_(j), x_(n-1-j)] (0-based) covering the median
-    with probability >= conf (binomial(n, 1/2) tails); j = 0 with less if n is too small."""
-    best, coverage = 0, 1 - 2 * 0.5**n
-    tail = 0.0  # P(B <= j - 1)
-    for j in range(1, n // 2 + 1):
-        tail += math.comb(n, j - 1) / 2**n
-        if 1 - 2 * tail < conf:
-            break
-        best, coverage = j - 1, 1 - 2 * tail
-    return best, coverage
+def _binomial_cdf(n: int) -> tuple[float, ...]:
+    """P(B <= j) for B ~ binomial(n, 1/2): how many of n values fall below the median."""
+    return tuple(itertools.accumulate(math.comb(n, j) / 2**n for j in range(n + 1)))
 
 
 def min_n(conf: float) -> int:
-    """Fewest values whose order-statistic interval of the median reaches conf."""
+    """Fewest values whose widest interval ([min, max] of the values, or of their Walsh
+    averages) reaches conf: both miss with probability 2 / 2^n."""
     return math.ceil(math.log2(2 / (1 - conf)) - 1e-12)
 
 
@@ -66,15 +61,15 @@ def median_ci(xs: list[float], conf: float = 0.95) -> Interval:
     if not xs:
         raise ValueError("no values")
     s = sorted(xs)
-    j, coverage = _order_index(len(s), conf)
-    return Interval(statistics.median(s), s[j], s[len(s) - 1 - j], coverage, conf)
+    j, coverage = _depth(_binomial_cdf(len(s)), conf)
+    return Interval(statistics.median(s), s[j], s[-1 - j], coverage, conf)
 
 
 @cache
 def _signed_rank_cdf(n: int) -> tuple[float, ...]:
     """P(W+ <= w) for w = 0 .. n(n+1)/2: the Wilcoxon signed-rank statistic of n values
     symmetric about the true centre (every sign pattern equally likely)."""
-    return tuple(_cumulative(_signed_rank_pmf(n)))
+    return tuple(itertools.accumulate(_signed_rank_pmf(n)))
 
 
 @cache
@@ -87,14 +82,6 @@ def _signed_rank_pmf(n: int) -> tuple[float, ...]:
         pmf[w] += p / 2
         pmf[w + n] += p / 2
     return tuple(pmf)
-
-
-def _cumulative(pmf: tuple[float, ...]) -> list[float]:
-    out, total = [], 0.0
-    for p in pmf:
-        total += p
-        out.append(total)
-    return out
 
 
 @cache
@@ -111,13 +98,13 @@ def _rank_sum_cdf(m: int, n: int) -> tuple[float, ...]:
         while len(poly) > 1 and poly[-1] == 0:
             poly.pop()
     total = math.comb(m + n, m)
-    return tuple(_cumulative(tuple(c / total for c in poly)))
+    return tuple(itertools.accumulate(c / total for c in poly))
 
 
 def _depth(cdf: tuple[float, ...], conf: float) -> tuple[int, float]:
-    """j and coverage of the narrowest [x_(j), x_(M-1-j)] (0-based, of the M sorted Walsh
-    averages or differences) that covers the centre with probability >= conf; j = 0, with
-    less coverage, when there are too few values for conf."""
+    """j and coverage of the narrowest [x_(j), x_(M-1-j)] (0-based, of M sorted values,
+    Walsh averages or differences) that covers the centre with probability >= conf, from
+    the statistic's null cdf; j = 0, with less coverage, when there are too few for conf."""
     best, coverage = 0, 1 - 2 * cdf[0]
     for j in range(1, len(cdf) // 2):
         c = 1 - 2 * cdf[j]
@@ -186,17 +173,20 @@ def disturbed(cells: list[tuple[str, Hashable, float]]) -> set[int]:
     below it is named. Other load only slows a launch, so only slow ones are; a whole
     round slowed alike moves its round term, not its residuals, and stays. Needs three
     rounds or more to tell a launch from its round."""
-    rounds = {r for _, r, _ in cells}
-    if len(rounds) < 3:
+    by_arm: dict[str, list[int]] = defaultdict(list)
+    by_round: dict[Hashable, list[int]] = defaultdict(list)
+    for i, (arm, rnd, _) in enumerate(cells):
+        by_arm[arm].append(i)
+        by_round[rnd].append(i)
+    if len(by_round) < 3:
         return set()
     resid = [y for _, _, y in cells]
     for _ in range(10):
-        for key in (1, 0):  # rounds, then arms
-            groups: dict = {}
-            for i, c in enumerate(cells):
-                groups.setdefault(c[key], []).append(resid[i])
-            centre = {g: statistics.median(v) for g, v in groups.items()}
-            resid = [x - centre[c[key]] for x, c in zip(resid, cells, strict=True)]
+        for groups in (by_round, by_arm):
+            for members in groups.values():
+                centre = statistics.median(resid[i] for i in members)
+                for i in members:
+                    resid[i] -= centre
     scale = 1.4826 * statistics.median(abs(x) for x in resid)
     limit = max(DISTURBED_SCALES * scale, math.log(DISTURBED_SLOWDOWN))
     return {i for i, x in enumerate(resid) if x < -limit}
