@@ -195,7 +195,7 @@ def answers(a: Analysis) -> list[str]:
         for arm in [*g.arms, *g.pairs]:
             if not arm.against:
                 continue
-            if arm.ratio is None or arm.ratio.short or not arm.verdict[:1].islower():
+            if arm.ratio is None or arm.ratio.short or not arm.verdict:
                 said = arm.verdict or "not compared"
             else:
                 said = f"{_between(arm, better)} ({_together(a)})"

@@ -64,11 +64,12 @@ class Arm:
     mpi: str
     settings: list[str]
     ratio: stats.Interval | None = None  # rate / reference rate (family-adjusted)
-    method: str = ""  # how ratio was formed: "paired (N rounds)" or "unpaired"
+    method: str = ""  # how ratio was formed: "paired (N rounds[, native xB a round])" or
+    # "unpaired"
     half_width: float | None = None  # the ratio interval's larger side, relative
     detectable: float | None = None  # smallest relative difference it could detect
     verdict: str = ""
-    precision: str = ""  # with a precision target: "reached" or "not reached (±x%)"
+    precision: str = ""  # with a precision target: "reached" or "not reached"
     against: str = ""  # the arm its ratio is over ("" for the baseline itself)
     disturbed: list[int] = field(default_factory=list)  # trials (index) left out: other load
     loss: list[float] = field(default_factory=list)  # median loss per timed step
@@ -238,26 +239,22 @@ def _by_round(rs: list[dict]) -> dict[tuple, float]:
     return {k: math.exp(statistics.fmean(v)) for k, v in logs.items()}
 
 
-def _undisturbed(by_rt: dict[str, list[dict]]) -> dict[str, list[dict]]:
-    """The group's trials less those stats.disturbed names (other load slowed them), each
-    arm's left-out trial indices kept on the side for the report."""
+def _undisturbed(by_rt: dict[str, list[dict]]) -> tuple[dict, dict]:
+    """The group's trials less those stats.disturbed names (other load slowed them), and
+    per arm the indices of the trials left out, for the report."""
     cells = [
-        (rt, (r["campaign"], r["repeat"]), math.log(x))
+        (rt, r, x)
         for rt, rs in by_rt.items()
         for r, x in zip(rs, rates(rs), strict=True)
         if isinstance(r.get("repeat"), int) and x > 0
     ]
-    flagged = stats.disturbed(cells)
-    out: dict[str, list[dict]] = {}
-    k = 0
-    for rt, rs in by_rt.items():
-        out[rt] = []
-        for r, x in zip(rs, rates(rs), strict=True):
-            paired = isinstance(r.get("repeat"), int) and x > 0
-            if not (paired and k in flagged):
-                out[rt].append(r)
-            k += paired
-    return out
+    flagged = stats.disturbed(
+        [(rt, (r["campaign"], r["repeat"]), math.log(x)) for rt, r, x in cells]
+    )
+    out = {id(cells[i][1]) for i in flagged}
+    clean = {rt: [r for r in rs if id(r) not in out] for rt, rs in by_rt.items()}
+    left = {rt: [r["index"] for r in rs if id(r) in out] for rt, rs in by_rt.items()}
+    return clean, left
 
 
 def _same_software(arm: Arm, ref: Arm) -> bool:
@@ -279,8 +276,9 @@ def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
 def _compare(
     arm: Arm, ref: Arm, rs: list[dict], ref_rs: list[dict], each: float, target: float | None
 ) -> None:
-    """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when
-    enough rounds have both, else unpaired; its verdict and precision."""
+    """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when any
+    round has both (too few rounds then reads "too few trials"), else unpaired; its
+    verdict and precision."""
     arm.against = ref.runtime
     mine, theirs = _by_round(rs), _by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
@@ -405,13 +403,14 @@ def summarise(
             f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
         )
     groups = []
-    clean = {key: _undisturbed(by_rt) for key, by_rt in by_key.items()}
+    clean, left = {}, {}
+    for key, by_rt in by_key.items():
+        clean[key], left[key] = _undisturbed(by_rt)
     for key, by_rt in sorted(by_key.items(), key=lambda kv: kv[0].order()):
         order = sorted(by_rt, key=lambda n: (n != ref, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
         for arm in arms:
-            kept = {id(r) for r in clean[key][arm.runtime]}
-            arm.disturbed = [r["index"] for r in by_rt[arm.runtime] if id(r) not in kept]
+            arm.disturbed = left[key][arm.runtime]
         groups.append(Group(key, arms, variance(clean[key])))
     family = [
         (g, arm, g.arms[0])
