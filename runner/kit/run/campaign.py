@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kit.core import benches, units
-from kit.core.errors import KitError
+from kit.core.errors import KitError, RunFailed
 from kit.image.recipes import Recipe
 from kit.launch import hostload, launchers, process, slurm
 from kit.results import store
@@ -117,7 +117,8 @@ def execute(
     launcher: launchers.Launcher | None = None,
 ) -> str:
     """Run the design's rounds (skipping finished trials), recording each trial as it ends;
-    returns why the campaign stopped."""
+    returns why the campaign stopped. RunFailed (its records kept) when some arm has no
+    trial that succeeded."""
     for c in design.configs:
         if c.bench not in recipe.benchmarks:
             raise KitError(
@@ -185,6 +186,11 @@ def execute(
             file=sys.stderr,
         )
     print(f"campaign {campaign}: {summary}", file=sys.stderr)
+    if failed := unsuccessful(records):
+        raise RunFailed(
+            f"no trial of {'; '.join(failed)} succeeded; the records and their output are "
+            f"in {out_dir / store.FILE} (kit report {out_dir})"
+        )
     return summary
 
 

@@ -91,7 +91,7 @@ def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
     )
 
 
-BASELINE = "native"  # the arm every other is compared with, launched more often
+BASELINE = analysis.REFERENCE  # the arm every other is compared with, launched more often
 
 
 def baseline_launches(runtimes: list[str]) -> int:
@@ -118,22 +118,6 @@ def plan_round(
     ]
     random.Random(f"{seed}:{r}").shuffle(round_)
     return [Planned(rt, c, r - warmups, r < warmups) for rt, c in round_]
-
-
-def plan(
-    runtimes: list[str],
-    configs: list[Config],
-    repeats: int,
-    warmups: int,
-    seed: int,
-    launches: int = 1,
-) -> list[Planned]:
-    """A fixed design: warm-up rounds, then `repeats` measured rounds."""
-    return [
-        p
-        for r in range(warmups + repeats)
-        for p in plan_round(runtimes, configs, r, warmups, seed, launches)
-    ]
 
 
 @dataclass(frozen=True)
@@ -163,8 +147,11 @@ class Design:
 
     @property
     def per_round(self) -> int:
-        extra = self.baseline_launches - 1 if BASELINE in self.runtimes else 0
-        return (len(self.runtimes) + extra) * len(self.configs)
+        return len(self.round(0))
+
+    def trials(self) -> list[Planned]:
+        """The fixed rounds: warm-up, then `repeats` measured (a Target adds rounds)."""
+        return [p for r in range(self.warmups + self.repeats) for p in self.round(r)]
 
 
 def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
@@ -192,13 +179,13 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
     return None
 
 
-def describe(design: Design, trials: list[Planned], opts: Options) -> str:
+def describe(design: Design, opts: Options) -> str:
     """The dry run's plan: every trial of the fixed rounds, then what the campaign decides
     as it goes (the trial length, the baseline's launches, more rounds to a target)."""
     lines = [
         f"{i:4d} {t.runtime:<12} {t.config.bench} {t.config.model} bs={t.config.batch_size} "
         f"{t.config.data} np={t.config.ranks}{' warm-up' if t.warmup else ''}"
-        for i, t in enumerate(trials)
+        for i, t in enumerate(design.trials())
     ]
     if opts.auto_min_time:
         lines.append("--min-time auto: chosen after the warm-up round, from its trials")

@@ -69,7 +69,6 @@ class Campaign:
     variant: str
     runtimes: list[Runtime]
     design: plan.Design
-    trials: list[plan.Planned]
     opts: plan.Options
     spec: dict
 
@@ -260,7 +259,6 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     arms = [rt.arm for rt in chosen]
     launches = q.baseline_launches or plan.baseline_launches(arms)  # 0: refused above
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
-    trials = plan.plan(arms, configs, q.repeats, q.warmup_trials, q.seed, launches)
     if q.resume and q.out is None and not plan_only:
         raise KitError("--resume needs --out DIR, the campaign to continue")
     data_dir = None if plan_only else _data_dir(q, data)
@@ -299,4 +297,4 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         "launcher": q.launcher,
         "slurm": dataclasses.asdict(site) if site else None,
     }
-    return Campaign(r, q.variant, chosen, design, trials, opts, spec)
+    return Campaign(r, q.variant, chosen, design, opts, spec)

@@ -19,7 +19,7 @@ SPEC = {"image": "pytorch-mpich", "runtimes": ["native", "docker"], "repeats": 2
 
 def test_plan_interleaves_every_round_and_is_seeded():
     configs = [plan.Config("torch-cnn", "tiny", 32, n) for n in (1, 2)]
-    p = plan.plan(["native", "docker", "singularity"], configs, repeats=3, warmups=1, seed=5)
+    p = plan.Design(["native", "docker", "singularity"], configs, 3, 1, 5).trials()
     assert len(p) == 4 * 6
     for r in range(4):
         block = p[r * 6 : (r + 1) * 6]
@@ -27,8 +27,8 @@ def test_plan_interleaves_every_round_and_is_seeded():
             (rt, n) for rt in ("native", "docker", "singularity") for n in (1, 2)
         }
         assert all(t.warmup == (r == 0) and t.repeat == r - 1 for t in block)
-    assert p == plan.plan(["native", "docker", "singularity"], configs, 3, 1, 5)
-    assert p != plan.plan(["native", "docker", "singularity"], configs, 3, 1, 6)
+    assert p == plan.Design(["native", "docker", "singularity"], configs, 3, 1, 5).trials()
+    assert p != plan.Design(["native", "docker", "singularity"], configs, 3, 1, 6).trials()
 
 
 def test_new_campaign_writes_its_spec(tmp_path):
