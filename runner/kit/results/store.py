@@ -225,10 +225,9 @@ def has_campaign(out_dir: Path) -> bool:
 def settings(out_dir: Path) -> dict:
     """The settings a campaign saved in out_dir ({} when none can be read)."""
     try:
-        saved = json.loads((out_dir / SPEC_FILE).read_text())
-    except (OSError, ValueError):
+        return _saved_spec(out_dir / SPEC_FILE)
+    except KitError:
         return {}
-    return saved if isinstance(saved, dict) else {}
 
 
 def save_preset(out_dir: Path, preset: dict) -> None:

@@ -146,14 +146,14 @@ def execute(
         out_dir,
     )
     records = [r for r in store.load(out_dir).records if r["campaign"] == campaign]
-    fixed = design.warmups + design.repeats
+    fixed, per_round = design.warmups + design.repeats, design.per_round
     total = None  # trials left to run: known only for a fixed design
     if design.target is None:
-        total = fixed * design.per_round - len(done)
-        plan_text = f"{total} of {fixed * design.per_round} trials to run ({fixed} rounds)"
+        total = fixed * per_round - len(done)
+        plan_text = f"{total} of {fixed * per_round} trials to run ({fixed} rounds)"
     else:
         plan_text = (
-            f"{design.per_round} trials a round until every comparison is within "
+            f"{per_round} trials a round until every comparison is within "
             f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} are "
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
@@ -165,7 +165,7 @@ def execute(
             context = dataclasses.replace(context, opts=opts)
             print(f"campaign {campaign}: {length}", file=sys.stderr)
         for k, p in enumerate(design.round(r)):
-            i = r * design.per_round + k
+            i = r * per_round + k
             if i in done:
                 continue
             t_trial = time.monotonic()
