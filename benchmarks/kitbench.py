@@ -3,8 +3,8 @@
 Rank and size come from the launcher's environment (MPICH/Hydra, Open MPI or
 Slurm), so a benchmark runs the same under mpirun, srun or alone, natively and
 in every image. Each benchmark's rank 0 prints one JSON record of schema
-kit.bench/2 on stdout (`emit`) and a one-line summary on stderr; FIELDS is the
-schema and `validate` checks a record against it.
+kit.bench/2 on stdout (`emit`) and a one-line summary on stderr; what a record
+holds is declared in kitschema, beside this file.
 """
 
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
@@ -25,7 +25,8 @@ import socket
 import sys
 import threading
 
-SCHEMA = "kit.bench/2"
+from kitschema import SCHEMA
+
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
 RANK_VARS = (
     ("PMI_RANK", "PMI_SIZE"),
@@ -49,83 +50,6 @@ DATASET_STAMP = "kit-dataset.json"
 # the scripts to check their MODELS, sometimes with a stderr that is no file: no dump then.)
 with contextlib.suppress(io.UnsupportedOperation):
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-
-# The record: field -> (type, meaning). COMMON in every record; TRAIN in a training
-# benchmark's (status "ok"; an "oom" record has images_per_sec null and "error");
-# MPI in the MPI micro-benchmark's, GRPC in the gRPC one's.
-COMMON = {
-    "schema": (str, "kit.bench/2"),
-    "bench": (str, "entry point: torch-cnn, torch-hvd, tf-cnn, tf-ps, caffe2-cnn or mpi"),
-    "status": (str, "ok, or oom when the configuration did not fit in memory"),
-    "framework": (str, "torch, tensorflow, caffe2 or mpi4py"),
-    "framework_version": (str, "its version as imported"),
-    "mpi_library": (str, "MPI library loaded (MPI_Get_library_version), or none"),
-    "python": (str, "interpreter version"),
-    "image": (str, "KIT_IMAGE when set by the image, else native"),
-    "ranks": (int, "processes in the job"),
-    "hosts": (list, "host names of the ranks"),
-    "startup_s": (float, "launch (--launch-time) to the end of the first step, slowest rank"),
-}
-TRAIN = {
-    "model": (str, "network name"),
-    "batch_size": (int, "images per rank per step"),
-    "data": (str, "synthetic, or real (decoded from JPEG files by the framework's pipeline)"),
-    "task": (str, "throughput (fixed batch), or accuracy (a learnable problem)"),
-    "dist": (str, "how gradients are combined: none, ddp, horovod, gloo or parameter_server"),
-    "precision": (str, "fp32 or bf16"),
-    "data_format": (str, "nchw or nhwc"),
-    "threads_per_rank": (int, "intra-op threads"),
-    "warmup_steps": (int, "untimed steps before the timed ones"),
-    "steps": (int, "timed steps (more than asked when --min-time needed them)"),
-    "min_time_s": (float, "the shortest timed part asked for (0: none)"),
-    "images_per_sec": (float, "all ranks together: global batch x steps / slowest rank's time"),
-    "images_per_sec_per_rank": (list, "each rank's own images/s"),
-    "peak_rss_mb": (list, "each rank's peak resident memory, MB"),
-    "step_times_s": (list, "rank 0's time per timed step"),
-    "loss": (list, "rank 0's loss per timed step"),
-}
-MPI = {
-    "p2p": (
-        list,
-        "ping-pong between ranks 0 and 1: {bytes, iterations, latency_us, bandwidth_mb_s}",
-    ),
-    "allreduce": (list, "float32 sum over all ranks: {bytes, iterations, latency_us}"),
-}
-GRPC = {
-    "servers": (int, "parameter-server ranks"),
-    "buffers": (int, "buffers (iovecs) per payload, at most"),
-    "p2p": (
-        list,
-        "Echo from rank 0 to rank 1: {payload, mode, bytes, iterations, latency_us, "
-        "bandwidth_mb_s}",
-    ),
-    "ps": (
-        list,
-        "push and pull, every rank to each server: {payload, mode, bytes, "
-        "iterations, throughput_mb_s}",
-    ),
-}
-SWEEPS = {"mpi": MPI, "grpc": GRPC}  # benchmarks whose record is a sweep, not training
-
-
-def validate(rec: dict) -> list[str]:
-    """What is wrong with a record (empty when it follows the schema)."""
-    fields = dict(COMMON)
-    fields.update(SWEEPS.get(rec.get("bench"), TRAIN))
-    problems = []
-    if rec.get("schema") != SCHEMA:
-        problems.append(f"schema is {rec.get('schema')!r}, not {SCHEMA}")
-    for name, (kind, _) in fields.items():
-        value = rec.get(name)
-        if name == "images_per_sec" and rec.get("status") == "oom":
-            kind = type(None)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, kind):
-            problems.append(f"{name}: {type(value).__name__}, want {kind.__name__}")
-    if rec.get("status") not in ("ok", "oom"):
-        problems.append(f"status {rec.get('status')!r} is neither ok nor oom")
-    return problems
 
 
 def launcher_rank() -> tuple[int, int]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The leanest idiomatic training loop of each framework: a yardstick, not a benchmark.
 
-`kit run` does not offer it. benchmarks/lean_parity.py runs it beside an entry
+`kit run` does not offer it. ci/lean-parity runs it beside an entry
 point in the same image (same model, batch, threads, one rank) to show that the
 entry point adds nothing measurable to the step it times: here the same model
 and optimizer run in a bare loop with one clock around all timed steps, no data

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import kitbench
+import kitschema
 import pytest
 
 from kit.launch import process
@@ -47,7 +48,7 @@ def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] =
     for r in recs:
         where = (r["runtime"], r["bench"], r["ranks"], r["stuck"], r["output_tail"][-4000:])
         assert r["status"] == "ok", where
-        assert kitbench.validate(r["result"]) == [], (r["runtime"], r["bench"])
+        assert kitschema.validate(r["result"]) == [], (r["runtime"], r["bench"])
         assert r["result"]["ranks"] == r["ranks"]
         if r["bench"] == "mpi":
             check_sweep(r["result"])
@@ -162,7 +163,7 @@ def test_parameter_server_and_grpc_in_apptainer_and_charliecloud(horovod, tmp_pa
     assert sorted(r["runtime"] for r in recs) == sorted(every.split(","))
     for r in recs:
         assert r["status"] == "ok", (r["runtime"], r["output_tail"][-3000:])
-        assert kitbench.validate(r["result"]) == []
+        assert kitschema.validate(r["result"]) == []
         assert (r["result"]["ps_tasks"], r["result"]["ranks"]) == (2, 2)
 
 
@@ -218,7 +219,7 @@ def test_accuracy_mode_learns_and_tensorboard_reads_it(
     assert run.returncode == 0, run.stderr[-3000:]
     rec = process.parse_result(run.stdout)  # other ranks may print after it
     assert rec is not None, run.stdout[-2000:]
-    assert kitbench.validate(rec) == [] and rec["task"] == "accuracy"
+    assert kitschema.validate(rec) == [] and rec["task"] == "accuracy"
     assert sum(rec["accuracy"][-10:]) / 10 > 0.8, rec["accuracy"]
     read = in_image(HOROVOD_TAG, "python", "-c", READ_EVENTS, "/events", volume=f"{logs}:/events")
     assert read.returncode == 0, read.stderr[-3000:]
@@ -238,7 +239,7 @@ def test_a_batch_that_does_not_fit_is_an_oom_result(built, tmp_path):
     )
     (rec,) = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     assert rec["status"] == "oom", rec["output_tail"]
-    assert rec["result"]["status"] == "oom" and kitbench.validate(rec["result"]) == []
+    assert rec["result"]["status"] == "oom" and kitschema.validate(rec["result"]) == []
     assert (
         "| pytorch-mpich | torch-cnn | resnet50 | 256 | 1 | docker | 1 |"
         in kit("report", str(out)).stdout

@@ -8,7 +8,7 @@ it off, and under Slurm its own mpirun starts the ranks inside the allocation.
 
 import json
 
-import kitbench
+import kitschema
 import pytest
 
 from .conftest import kit, leftovers, short_sweeps
@@ -35,7 +35,7 @@ def matrix(runtimes: str, out, *extra: str, sane: bool = True) -> list[dict]:
     }
     for r in recs:
         assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
-        assert kitbench.validate(r["result"]) == []
+        assert kitschema.validate(r["result"]) == []
         assert r["result"]["ranks"] == 2
         assert r["result"]["mpi_library"].startswith("Open MPI v4.1")
         if r["bench"] == "mpi":

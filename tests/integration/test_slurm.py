@@ -4,7 +4,7 @@ import json
 import subprocess
 from pathlib import Path
 
-import kitbench
+import kitschema
 import pytest
 
 from .conftest import kit, short_sweeps
@@ -35,7 +35,7 @@ def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
     }
     for r in recs:
         assert r["status"] == "ok", (r["runtime"], r["bench"], r["output_tail"][-2000:])
-        assert kitbench.validate(r["result"]) == []
+        assert kitschema.validate(r["result"]) == []
         assert r["launcher"] == "slurm" and r["slurm"]["job_id"].isdigit()
         assert r["slurm"]["nodes"] == "kit-n[1-2]"  # one rank on each node
         assert r["result"]["ranks"] == 2
@@ -74,4 +74,4 @@ def test_emitted_script_runs_without_kit(built, cluster, tmp_path):
     assert run.returncode == 0, run.stderr
     output = singularity_mpi.with_suffix(".out").read_text()
     rec = json.loads(next(line for line in output.splitlines() if line.startswith("{")))
-    assert kitbench.validate(rec) == [] and rec["ranks"] == 2 and rec["image"] == "pytorch-mpich"
+    assert kitschema.validate(rec) == [] and rec["ranks"] == 2 and rec["image"] == "pytorch-mpich"

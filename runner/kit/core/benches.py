@@ -1,78 +1,39 @@
-"""Declared benchmarks: each entry point, how it is run, and what its record reports.
+"""The declared benchmarks, as the runner reads them: benchmarks/kitschema.py, the file
+the benchmarks in every image validate their records with, loaded from the checkout.
 
-The campaign builds argv from a spec, the plan checks models against it, the results
-reader checks records against it, and the analysis compares runtimes on its metric in
-the direction the metric declares. A new benchmark (one reporting tokens/s, or a
-latency, where lower is better) is a script under benchmarks/ and its spec here.
+The campaign builds argv from a declaration, the plan checks models against it, the
+results reader checks records against it, and the analysis and the report take a
+training benchmark's metric and a sweep's series from it.
 """
 
-from dataclasses import dataclass
+import importlib.util
+import sys
+from types import ModuleType
 
 from kit.core.errors import KitError
-
-Number = (int, float)
-CNN_MODELS = ("tiny", "alexnet", "resnet50", "resnet101", "resnet152", "inception3")
+from kit.core.paths import repo_root
 
 
-@dataclass(frozen=True)
-class Metric:
-    """The figure runtimes are compared on: a field of the benchmark's record."""
-
-    key: str
-    unit: str
-    higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class Bench:
-    name: str
-    script: str  # in benchmarks/ (and /opt/kit/benchmarks in each image)
-    kind: str  # training: model x batch size x data per trial; sweep: ranks only
-    result: tuple[tuple[str, type | tuple], ...]  # fields an ok record must hold
-    metric: Metric | None = None  # compared across runtimes (training benchmarks)
-    models: tuple[str, ...] = ()
-    fixed: tuple[str, ...] = ()  # options always passed
-
-    @property
-    def sweep(self) -> bool:
-        return self.kind == "sweep"
+def _declarations() -> ModuleType:
+    """kitschema, once per process (the tests import the same file from benchmarks/)."""
+    if "kitschema" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "kitschema", repo_root() / "benchmarks" / "kitschema.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kitschema"] = module  # before running it: its dataclasses look it up
+        spec.loader.exec_module(module)
+    return sys.modules["kitschema"]
 
 
-IMAGES_PER_SEC = Metric("images_per_sec", "images/s")
-TRAINING_RESULT = (
-    ("images_per_sec", Number),
-    ("startup_s", Number),
-    ("framework_version", str),
-    ("mpi_library", str),
-)
-
-
-def _training(name: str, script: str, models=CNN_MODELS, fixed=()) -> Bench:
-    return Bench(name, script, "training", TRAINING_RESULT, IMAGES_PER_SEC, models, fixed)
-
-
-BENCHES: dict[str, Bench] = {
-    b.name: b
-    for b in (
-        _training("torch-cnn", "torch_cnn.py"),
-        _training("torch-hvd", "torch_cnn.py", fixed=("--dist", "horovod")),
-        _training("tf-cnn", "tf_cnn.py"),
-        _training("tf-ps", "tf_ps.py"),
-        _training("caffe2-cnn", "caffe2_cnn.py", models=CNN_MODELS[:-1]),  # no inception3
-        Bench(
-            "mpi",
-            "mpi_bench.py",
-            "sweep",
-            (("p2p", list), ("allreduce", list), ("mpi_library", str)),
-        ),
-        Bench(
-            "grpc",
-            "grpc_bench.py",
-            "sweep",
-            (("p2p", list), ("ps", list), ("servers", int), ("framework_version", str)),
-        ),
-    )
-}
+_schema = _declarations()
+SCHEMA: str = _schema.SCHEMA
+Bench = _schema.Bench
+Metric = _schema.Metric
+Series = _schema.Series
+BENCHES: dict = _schema.BENCHES
+IMAGES_PER_SEC: Metric = _schema.IMAGES_PER_SEC
+ANALYSED = ("startup_s", "framework_version", "mpi_library")  # read of every training record
 
 
 def get(name: str) -> Bench:
@@ -90,3 +51,17 @@ def metric(name: str) -> Metric:
     """The metric a benchmark's runtimes are compared on (images/s if it declares none)."""
     b = BENCHES.get(name)
     return b.metric if b and b.metric else IMAGES_PER_SEC
+
+
+def analysed(name: str) -> list[tuple[str, type | tuple]]:
+    """The fields of an ok record the analysis reads, with their declared types: a record
+    from an older benchmark may lack others and still be reported."""
+    b = BENCHES.get(name)
+    # an unknown name is read as a training record, as everywhere
+    declared = _schema.fields(name) if b else {**_schema.COMMON, **_schema.TRAIN}
+    if b and b.sweep:
+        names = [b.version, *(s.field for s in b.series)]
+    else:
+        names = [metric(name).key, *ANALYSED]
+    kinds = {n: declared[n][0] for n in names}
+    return [(n, (int, float) if k is float else k) for n, k in kinds.items()]

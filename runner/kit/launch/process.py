@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH_SCHEMA = "kit.bench/2"
+from kit.core import benches
+
 GRACE_S = 5.0
 # On a timeout each stuck Python rank is asked for its threads' stacks (benchmarks/kitbench.py
 # registers faulthandler on this signal), so the record says where it hung, not only that it did.
@@ -91,7 +92,7 @@ def parse_result(stdout: str) -> dict | None:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and record.get("schema") == BENCH_SCHEMA:
+            if isinstance(record, dict) and record.get("schema") == benches.SCHEMA:
                 return record
     return None
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kit.core import benches
-from kit.results.analysis import REFERENCE, Analysis, Arm, Group, MpiSweep
+from kit.results.analysis import REFERENCE, Analysis, Arm, Group, SweepSeries
 
 Plot = Callable[[object], None]  # draws on a matplotlib Axes
 
@@ -210,89 +210,55 @@ def _loss(a: Analysis) -> Iterator[Figure]:
         )
 
 
-def _mpi(a: Analysis) -> Iterator[Figure]:
-    """Latency and bandwidth vs message size (log scales), per image and rank count."""
-    by: dict[tuple, list[MpiSweep]] = defaultdict(list)
-    for s in a.mpi:
-        by[(s.image, s.ranks, s.launcher)].append(s)
-    panels = (
-        ("p2p", "ping-pong latency (µs)", lambda p: p.p2p_latency_us),
-        ("bw", "ping-pong bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
-        ("allreduce", "allreduce time (µs)", lambda p: p.allreduce_us),
-    )
-    for (image, ranks, launcher), sweeps in by.items():
-        for tag, ylabel, field in panels:
-            if all(field(p) is None for s in sweeps for p in s.points):
-                continue
+def _sweeps(a: Analysis) -> Iterator[Figure]:
+    """A figure per declared value of each sweep series (log scales): one line per runtime
+    where a point is its x alone; else a figure per runtime, a line per the point's other
+    fields (gRPC's payload shape and mode)."""
+    by: dict[tuple, list[SweepSeries]] = defaultdict(list)
+    for s in a.sweeps:
+        by[(s.bench, s.series, s.image, s.ranks, s.launcher)].append(s)
+    for (bench, field, image, ranks, launcher), arms in by.items():
+        spec = benches.get(bench)
+        series = next(x for x in spec.series if x.field == field)
+        alone = len(series.at) == 1  # a line per runtime, all in one figure
+        panels = [arms] if alone else [[s] for s in arms]
+        for value in series.values:
+            for drawn in panels:
 
-            def draw(ax, sweeps=sweeps, field=field) -> None:
-                for s in sweeps:
-                    pts = [(p.bytes, field(p)) for p in s.points if field(p) is not None]
-                    ax.errorbar(
-                        [b for b, _ in pts],
-                        [iv.value for _, iv in pts],
-                        yerr=[
-                            [iv.value - iv.low for _, iv in pts],
-                            [iv.high - iv.value for _, iv in pts],
-                        ],
-                        marker="o",
-                        capsize=3,
-                        label=s.runtime,
-                    )
-                ax.set_xscale("log", base=2)
-                ax.set_yscale("log")
+                def draw(ax, drawn=drawn, key=value.key, alone=alone) -> None:
+                    for s in drawn:
+                        lines: dict[tuple, list] = defaultdict(list)
+                        for p in s.points:
+                            lines[p.at[:-1]].append((p.at[-1], p.values[key]))
+                        for group, pts in lines.items():
+                            ax.errorbar(
+                                [x for x, _ in pts],
+                                [iv.value for _, iv in pts],
+                                yerr=[
+                                    [iv.value - iv.low for _, iv in pts],
+                                    [iv.high - iv.value for _, iv in pts],
+                                ],
+                                marker="o",
+                                capsize=3,
+                                label=s.runtime if alone else ", ".join(map(str, group)),
+                            )
+                    ax.set_xscale("log", base=2)
+                    ax.set_yscale("log")
 
-            via = "" if launcher == "local" else f"-{launcher}"
-            slug = f"mpi-{tag}-{image}-np{ranks}{via}"
-            name = f"{image} mpi4py, {ranks} ranks" + (f" via {launcher}" if via else "")
-            yield Figure(
-                slug,
-                f"MPI {ylabel} vs message size: {name}",
-                _svg(slug, name, "message size (bytes)", ylabel, draw),
-            )
-
-
-def _grpc(a: Analysis) -> Iterator[Figure]:
-    """gRPC latency, bandwidth and parameter-server throughput vs payload size (log
-    scales), one line per payload shape and mode, per sweep (image, ranks, runtime)."""
-    panels = (
-        ("p2p", "latency (µs)", lambda p: p.latency_us),
-        ("bw", "bandwidth (MB/s)", lambda p: p.bandwidth_mb_s),
-        ("ps", "PS push+pull (MB/s)", lambda p: p.ps_mb_s),
-    )
-    for s in a.grpc:
-        lines = sorted({(p.payload, p.mode) for p in s.points})
-        for tag, ylabel, field in panels:
-
-            def draw(ax, s=s, field=field, lines=lines) -> None:
-                for payload, mode in lines:
-                    pts = [p for p in s.points if (p.payload, p.mode) == (payload, mode)]
-                    ivs = [field(p) for p in pts]
-                    ax.errorbar(
-                        [p.bytes for p in pts],
-                        [iv.value for iv in ivs],
-                        yerr=[
-                            [iv.value - iv.low for iv in ivs],
-                            [iv.high - iv.value for iv in ivs],
-                        ],
-                        marker="o",
-                        capsize=3,
-                        label=f"{payload}, {mode}",
-                    )
-                ax.set_xscale("log", base=2)
-                ax.set_yscale("log")
-
-            via = "" if s.launcher == "local" else f"-{s.launcher}"
-            slug = f"grpc-{tag}-{s.image}-np{s.ranks}-{s.runtime}{via}"
-            name = f"{s.image} gRPC, {s.ranks} ranks, {s.runtime}" + (
-                f" via {s.launcher}" if via else ""
-            )
-            yield Figure(
-                slug,
-                f"gRPC {ylabel} vs payload size: {name}",
-                _svg(slug, name, "payload size (bytes)", ylabel, draw),
-            )
+                who = "" if alone else f"-{drawn[0].runtime}"
+                via = "" if launcher == "local" else f"-{launcher}"
+                slug = f"{bench}-{field}-{value.key}-{image}-np{ranks}{who}{via}"
+                name = f"{image} {spec.title}, {ranks} rank(s)" + (
+                    f", {drawn[0].runtime}" if who else ""
+                )
+                name += f" via {launcher}" if via else ""
+                ylabel = f"{value.label} ({value.unit})"
+                yield Figure(
+                    slug,
+                    f"{series.title}: {ylabel} vs {series.at[-1]}: {name}",
+                    _svg(slug, name, series.at[-1], ylabel, draw),
+                )
 
 
 def figures(a: Analysis) -> list[Figure]:
-    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_mpi(a), *_grpc(a)]
+    return [*_per_batch(a), *_scaling(a), *_overhead(a), *_loss(a), *_sweeps(a)]

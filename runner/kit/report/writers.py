@@ -98,9 +98,8 @@ def _precision(arm: Arm, target: float | None) -> str:
 def report_title(a: Analysis) -> str:
     """What the campaign measured, when and where: the report's title, whatever path
     the report was asked for by ('kit report .')."""
-    images = sorted({g.key.image for g in a.groups} | {s.image for s in [*a.mpi, *a.grpc]})
-    sweeps = {"mpi"} if a.mpi else set()
-    what = sorted({g.key.bench for g in a.groups} | sweeps | ({"grpc"} if a.grpc else set()))
+    images = sorted({g.key.image for g in a.groups} | {s.image for s in a.sweeps})
+    what = sorted({g.key.bench for g in a.groups} | {s.bench for s in a.sweeps})
     when = ""
     if a.started:
         first, last = (t.replace("T", " ")[:16] for t in a.started)
@@ -298,73 +297,34 @@ def _io_rows(a: Analysis) -> list[list[str]]:
     return [[*_key_cells(x.key, *fields), x.runtime, _iv(x.overhead, 3)] for x in a.io]
 
 
-MPI_COLUMNS = [
-    "image",
-    "ranks",
-    "launcher",
-    "runtime",
-    "n",
-    "bytes",
-    "p2p latency µs [CI]",
-    "p2p bandwidth MB/s [CI]",
-    "allreduce µs [CI]",
-    "MPI library",
-]
 OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
-GRPC_COLUMNS = [
-    "image",
-    "ranks",
-    "launcher",
-    "runtime",
-    "n",
-    "payload",
-    "mode",
-    "bytes",
-    "p2p latency µs [CI]",
-    "p2p bandwidth MB/s [CI]",
-    "PS push+pull MB/s [CI]",
-    "grpcio",
-]
 
 
-def _grpc_rows(a: Analysis) -> list[list[str]]:
-    return [
-        [
-            s.image,
-            str(s.ranks),
-            s.launcher,
-            s.runtime,
-            str(s.n),
-            p.payload,
-            p.mode,
-            str(p.bytes),
-            _iv(p.latency_us, 1),
-            _iv(p.bandwidth_mb_s, 1),
-            _iv(p.ps_mb_s, 1),
-            s.version,
-        ]
-        for s in a.grpc
-        for p in s.points
-    ]
-
-
-def _mpi_rows(a: Analysis) -> list[list[str]]:
-    return [
-        [
-            s.image,
-            str(s.ranks),
-            s.launcher,
-            s.runtime,
-            str(s.n),
-            str(p.bytes),
-            _iv(p.p2p_latency_us, 2),
-            _iv(p.bandwidth_mb_s, 0),
-            _iv(p.allreduce_us, 2),
-            s.mpi,
-        ]
-        for s in a.mpi
-        for p in s.points
-    ]
+def _sweep_tables(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A table per declared series of each sweep benchmark measured, its columns from the
+    declaration (kitschema): what identifies a point, then each value's interval."""
+    out = []
+    for name in sorted({s.bench for s in a.sweeps}):
+        spec = benches.get(name)
+        for series in spec.series:
+            mine = [s for s in a.sweeps if (s.bench, s.series) == (name, series.field)]
+            columns = [
+                *("image", "ranks", "launcher", "runtime", "n", *series.at),
+                *(f"{v.label} {v.unit} [CI]" for v in series.values),
+                spec.version_label,
+            ]
+            rows = [
+                [
+                    *(s.image, str(s.ranks), s.launcher, s.runtime, str(s.n)),
+                    *map(str, p.at),
+                    *(_iv(p.values[v.key], v.digits) for v in series.values),
+                    s.version,
+                ]
+                for s in mine
+                for p in s.points
+            ]
+            out.append((f"{spec.title}: {series.title}", columns, rows))
+    return out
 
 
 def _oom_rows(a: Analysis) -> list[list[str]]:
@@ -376,8 +336,7 @@ def _sections(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
     out = [
         ("Scaling efficiency", SCALING_COLUMNS, _scaling_rows(a)),
         ("I/O overhead", IO_COLUMNS, _io_rows(a)),
-        ("MPI point-to-point and allreduce (mpi4py)", MPI_COLUMNS, _mpi_rows(a)),
-        ("gRPC point-to-point and parameter-server throughput", GRPC_COLUMNS, _grpc_rows(a)),
+        *_sweep_tables(a),
         ("Did not fit in memory (out of memory is a result)", OOM_COLUMNS, _oom_rows(a)),
     ]
     return [x for x in out if x[2]]

@@ -115,48 +115,26 @@ class IoOverhead:
 
 
 @dataclass
-class MpiPoint:
-    """One message size of an MPI sweep for one arm: medians over trials, with intervals."""
+class SweepPoint:
+    """One point of a sweep's series for one arm: medians over the trials that measured it."""
 
-    bytes: int
-    p2p_latency_us: stats.Interval | None  # None with one rank (no ping-pong)
-    bandwidth_mb_s: stats.Interval | None
-    allreduce_us: stats.Interval
+    at: tuple  # the values of the series' `at` fields, the x value last
+    values: dict[str, stats.Interval]  # per declared value
 
 
 @dataclass
-class MpiSweep:
+class SweepSeries:
+    """One declared series of a sweep benchmark (kitschema) for one arm."""
+
+    bench: str
+    series: str  # the record's field holding the rows
     image: str
     ranks: int
     launcher: str
     runtime: str
     n: int
-    mpi: str
-    points: list[MpiPoint]
-
-
-@dataclass
-class GrpcPoint:
-    """One payload shape, mode and size of a gRPC sweep: medians over trials."""
-
-    payload: str  # uniform, random or skew
-    mode: str  # serialized or non-serialized
-    bytes: int
-    latency_us: stats.Interval
-    bandwidth_mb_s: stats.Interval
-    ps_mb_s: stats.Interval  # parameter-server push + pull throughput, all workers
-
-
-@dataclass
-class GrpcSweep:
-    image: str
-    ranks: int
-    launcher: str
-    runtime: str
-    n: int
-    version: str  # grpcio
-    servers: int
-    points: list[GrpcPoint]
+    version: str  # the software the benchmark declares it measures
+    points: list[SweepPoint]
 
 
 @dataclass
@@ -171,7 +149,7 @@ class Analysis:
     groups: list[Group]
     scaling: list[Scaling]
     io: list[IoOverhead]
-    mpi: list[MpiSweep]
+    sweeps: list[SweepSeries]
     oom: list[dict]  # configurations that did not fit in memory: key fields, runtime, trials
     runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
     comparisons: int = 0  # the family the verdicts' intervals are adjusted for
@@ -181,7 +159,6 @@ class Analysis:
     preset: dict = field(default_factory=dict)  # name, title, question of a preset's report
     published: list[dict] = field(default_factory=list)  # its figures beside ours
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
-    grpc: list[GrpcSweep] = field(default_factory=list)
     started: list[str] = field(default_factory=list)  # the first and last trial's start
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
 
@@ -387,11 +364,10 @@ def summarise(
     ok = [r for r in measured if r["status"] == "ok"]
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    grpc: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         if benches.is_sweep(r["bench"]):
-            into = sweeps if r["bench"] == "mpi" else grpc
-            into[(r["image"], r["ranks"], record.launched_by(r))][r["runtime"]].append(r)
+            where = (r["bench"], r["image"], r["ranks"], record.launched_by(r))
+            sweeps[where][r["runtime"]].append(r)
             continue
         by_key[Key(**record.key_values(r))][r["runtime"]].append(r)
 
@@ -484,15 +460,11 @@ def summarise(
         groups=groups,
         scaling=scaling,
         io=io,
-        mpi=[
-            _sweep(image, ranks, launcher, rt, rs, confidence)
-            for (image, ranks, launcher), by_rt in sorted(sweeps.items())
+        sweeps=[
+            series
+            for where, by_rt in sorted(sweeps.items())
             for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
-        ],
-        grpc=[
-            _grpc(image, ranks, launcher, rt, rs, confidence)
-            for (image, ranks, launcher), by_rt in sorted(grpc.items())
-            for rt, rs in sorted(by_rt.items(), key=lambda kv: (kv[0] != REFERENCE, kv[0]))
+            for series in _sweep(*where, rt, rs, confidence)
         ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
         runtimes=runtimes,
@@ -505,54 +477,33 @@ def summarise(
 
 
 def _sweep(
-    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
-) -> MpiSweep:
-    """Per message size, medians over the trials that measured it."""
-
-    def ci(rows: list[dict], field: str) -> stats.Interval:
-        return stats.median_ci([row[field] for row in rows], conf)
-
+    bench: str, image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+) -> list[SweepSeries]:
+    """Each declared series of one arm's sweep: per point, the median over the trials that
+    measured it (a series no trial has rows for, e.g. ping-pong with one rank, is left out)."""
+    spec = benches.get(bench)
     res = [r["result"] for r in rs]
-    p2p: dict[int, list[dict]] = defaultdict(list)
-    red: dict[int, list[dict]] = defaultdict(list)
-    for x in res:
-        for row in x["p2p"]:
-            p2p[row["bytes"]].append(row)
-        for row in x["allreduce"]:
-            red[row["bytes"]].append(row)
-    points = [
-        MpiPoint(
-            size,
-            ci(p2p[size], "latency_us") if p2p.get(size) else None,
-            ci(p2p[size], "bandwidth_mb_s") if p2p.get(size) else None,
-            ci(red[size], "latency_us"),
-        )
-        for size in sorted(red)
-    ]
-    mpi = _mode([x["mpi_library"] for x in res])
-    return MpiSweep(image, ranks, launcher, runtime, len(rs), mpi, points)
-
-
-def _grpc(
-    image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
-) -> GrpcSweep:
-    """Per payload shape, mode and size, medians over the trials that measured it."""
-    res = [r["result"] for r in rs]
-    p2p: dict[tuple, list[dict]] = defaultdict(list)
-    ps: dict[tuple, list[dict]] = defaultdict(list)
-    for x in res:
-        for row in x["p2p"]:
-            p2p[(row["payload"], row["mode"], row["bytes"])].append(row)
-        for row in x["ps"]:
-            ps[(row["payload"], row["mode"], row["bytes"])].append(row)
-    points = [
-        GrpcPoint(
-            *key,
-            stats.median_ci([row["latency_us"] for row in p2p[key]], conf),
-            stats.median_ci([row["bandwidth_mb_s"] for row in p2p[key]], conf),
-            stats.median_ci([row["throughput_mb_s"] for row in ps[key]], conf),
-        )
-        for key in sorted(p2p.keys() & ps.keys())
-    ]
-    version = _mode([x["framework_version"] for x in res])
-    return GrpcSweep(image, ranks, launcher, runtime, len(rs), version, res[0]["servers"], points)
+    version = _mode([x[spec.version] for x in res])
+    out = []
+    for series in spec.series:
+        rows: dict[tuple, list[dict]] = defaultdict(list)
+        for x in res:
+            for row in x[series.field]:
+                rows[tuple(row[k] for k in series.at)].append(row)
+        points = [
+            SweepPoint(
+                at,
+                {
+                    v.key: stats.median_ci([row[v.key] for row in rows[at]], conf)
+                    for v in series.values
+                },
+            )
+            for at in sorted(rows)
+        ]
+        if points:
+            out.append(
+                SweepSeries(
+                    bench, series.field, image, ranks, launcher, runtime, len(rs), version, points
+                )
+            )
+    return out

@@ -10,10 +10,11 @@ def figure(record: dict) -> str:
     r = record["result"]
     if record["status"] != "ok" or not r:
         return record["status"].upper()
-    if benches.is_sweep(record["bench"]):
-        first = (r.get("allreduce") or r["p2p"])[0]
-        what = "allreduce" if r.get("allreduce") else "p2p"
-        return f"{what} {first['latency_us']:.1f} us at {first['bytes']} B"
+    if benches.is_sweep(record["bench"]):  # its first declared series' first point
+        series = next(s for s in benches.get(record["bench"]).series if r.get(s.field))
+        row, value = r[series.field][0], series.values[0]
+        at = " ".join(f"{k}={row[k]}" for k in series.at)
+        return f"{series.field} {value.label} {row[value.key]:.1f} {value.unit} at {at}"
     m = benches.metric(record["bench"])
     return f"{r[m.key]:.1f} {m.unit}"
 

@@ -1,9 +1,11 @@
-"""The kit.bench/2 record schema the benchmarks share (benchmarks/kitbench.py)."""
+"""The kit.bench/2 records the benchmarks declare (benchmarks/kitschema.py) and their shared
+helpers (benchmarks/kitbench.py)."""
 
 import importlib
 from pathlib import Path
 
 import kitbench
+import kitschema
 import pytest
 
 TRAIN = {
@@ -16,14 +18,14 @@ TRAIN = {
     "peak_rss_mb": [300.0, 301.0], "step_times_s": [0.6, 0.7], "loss": [2.3, 2.2],
 }  # fmt: skip
 MPI = {
-    **{k: TRAIN[k] for k in kitbench.COMMON},
+    **{k: TRAIN[k] for k in kitschema.COMMON},
     "bench": "mpi",
     "framework": "mpi4py",
     "p2p": [{"bytes": 4, "iterations": 9, "latency_us": 0.5, "bandwidth_mb_s": 8.0}],
     "allreduce": [{"bytes": 4, "iterations": 9, "latency_us": 1.0}],
 }
 GRPC = {
-    **{k: TRAIN[k] for k in kitbench.COMMON},
+    **{k: TRAIN[k] for k in kitschema.COMMON},
     "bench": "grpc",
     "framework": "grpcio",
     "framework_version": "1.74.0",
@@ -37,28 +39,32 @@ GRPC = {
 
 
 def test_valid_records_pass():
-    assert kitbench.validate(TRAIN) == []
-    assert kitbench.validate(MPI) == []
-    assert kitbench.validate(GRPC) == []
-    assert kitbench.validate(GRPC | {"ps": None}) == ["ps: NoneType, want list"]
+    assert kitschema.validate(TRAIN) == []
+    assert kitschema.validate(MPI) == []
+    assert kitschema.validate(GRPC) == []
+    assert kitschema.validate(GRPC | {"ps": None}) == ["ps: NoneType, want list"]
     oom = TRAIN | {"status": "oom", "images_per_sec": None, "error": "out of memory"}
-    assert kitbench.validate(oom) == []
+    assert kitschema.validate(oom) == []
 
 
 def test_each_problem_is_named():
     bad = TRAIN | {"schema": "kit.bench/1", "ranks": "2", "status": "crashed"}
     del bad["loss"]
-    assert kitbench.validate(bad) == [
+    assert kitschema.validate(bad) == [
         "schema is 'kit.bench/1', not kit.bench/2",
         "ranks: str, want int",
         "loss: NoneType, want list",
         "status 'crashed' is neither ok nor oom",
     ]
-    assert kitbench.validate(MPI | {"allreduce": None}) == ["allreduce: NoneType, want list"]
+    assert kitschema.validate(MPI | {"allreduce": None}) == ["allreduce: NoneType, want list"]
     # an ok record must carry a figure
-    assert kitbench.validate(TRAIN | {"images_per_sec": None}) == [
+    assert kitschema.validate(TRAIN | {"images_per_sec": None}) == [
         "images_per_sec: NoneType, want float"
     ]
+    # a sweep's rows hold what its declaration tables and draws
+    row = {"bytes": 4, "iterations": 9}
+    assert kitschema.validate(MPI | {"allreduce": [row]}) == ["allreduce: a row without latency_us"]
+    assert kitschema.validate(MPI | {"bench": "mpi2"}) == ["bench 'mpi2' is not declared"]
 
 
 def test_oom_is_recognised_across_frameworks():

@@ -173,33 +173,44 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
         store.append(tmp_path, record("native", 1000.0 + i))
     store.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
     a = analysis.analyse([tmp_path])
-    assert [(s.runtime, s.ranks, s.n) for s in a.mpi] == [
-        ("native", 1, 6), ("native", 2, 6), ("singularity", 2, 6),
+    assert [(s.series, s.runtime, s.ranks, s.n) for s in a.sweeps] == [
+        ("allreduce", "native", 1, 6),  # one rank: no ping-pong series
+        ("p2p", "native", 2, 6), ("allreduce", "native", 2, 6),
+        ("p2p", "singularity", 2, 6), ("allreduce", "singularity", 2, 6),
     ]  # fmt: skip
-    native2 = a.mpi[1].points
-    assert [p.bytes for p in native2] == [4, 4096]
-    assert native2[0].p2p_latency_us.value == pytest.approx(0.5 * 1.025, rel=0.01)
-    assert a.mpi[0].points[0].p2p_latency_us is None  # one rank: no ping-pong
+    p2p = a.sweeps[1].points
+    assert [p.at for p in p2p] == [(4,), (4096,)]
+    assert p2p[0].values["latency_us"].value == pytest.approx(0.5 * 1.025, rel=0.01)
     assert a.oom == [
         {"image": "pytorch-mpich", "bench": "torch-cnn", "model": "tiny", "batch_size": 512,
          "ranks": 2, "runtime": "docker", "trials": 1}
     ]  # fmt: skip
     assert a.not_ok == [] and len(a.groups) == 1  # sweeps are not throughput groups
     text = writers.markdown(a)
-    assert "## MPI point-to-point and allreduce (mpi4py)" in text
+    assert "## MPI (mpi4py): ping-pong between ranks 0 and 1" in text
     assert (
-        "| pytorch-mpich | 2 | local | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] |" in text
+        "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] "
+        "| bandwidth MB/s [CI] | MPI library |" in text
+    )
+    assert (
+        "| pytorch-mpich | 2 | local | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] "
+        "| MPICH 4.0.2 |" in text
+    )
+    assert "## MPI (mpi4py): allreduce, float32 sum over all ranks" in text
+    assert (
+        "| pytorch-mpich | 1 | local | native | 6 | 4096 | 1.41 [1.41, 1.41] | MPICH 4.0.2 |"
+        in text
     )
     assert "## Did not fit in memory (out of memory is a result)" in text
     assert "| pytorch-mpich | torch-cnn | tiny | 512 | 2 | docker | 1 |" in text
     page = writers.render(a, "html")
     for slug in (
-        "mpi-p2p-pytorch-mpich-np2",
-        "mpi-bw-pytorch-mpich-np2",
-        "mpi-allreduce-pytorch-mpich-np1",
+        "mpi-p2p-latency_us-pytorch-mpich-np2",
+        "mpi-p2p-bandwidth_mb_s-pytorch-mpich-np2",
+        "mpi-allreduce-latency_us-pytorch-mpich-np1",
     ):
         assert f'id="{slug}"' in page
-    assert 'id="mpi-p2p-pytorch-mpich-np1"' not in page
+    assert 'id="mpi-p2p-latency_us-pytorch-mpich-np1"' not in page
 
 
 def test_local_and_slurm_campaigns_side_by_side(tmp_path):
@@ -381,20 +392,23 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
         store.append(tmp_path, grpc_record("native", 1 + i / 100, 2 * i))
         store.append(tmp_path, grpc_record("docker", 2 + i / 100, 2 * i + 1))
     a = analysis.analyse([tmp_path])
-    assert [(s.runtime, s.n, s.servers, s.version) for s in a.grpc] == [
-        ("native", 6, 1, "1.74.0"), ("docker", 6, 1, "1.74.0"),
+    assert [(s.series, s.runtime, s.n, s.version) for s in a.sweeps] == [
+        ("p2p", "native", 6, "1.74.0"), ("ps", "native", 6, "1.74.0"),
+        ("p2p", "docker", 6, "1.74.0"), ("ps", "docker", 6, "1.74.0"),
     ]  # fmt: skip
-    keys = [(p.payload, p.mode, p.bytes) for p in a.grpc[0].points]
+    keys = [p.at for p in a.sweeps[0].points]
     assert keys[:3] == [("skew", "non-serialized", 8), ("skew", "non-serialized", 64),
                         ("skew", "serialized", 8)]  # fmt: skip
-    assert len(keys) == 8 and a.groups == [] and a.mpi == []
+    assert len(keys) == 8 and a.groups == []
     text = writers.markdown(a)
-    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert "## gRPC: Echo from rank 0 to rank 1" in text
+    assert "## gRPC: parameter-server push and pull, every rank to each server" in text
     assert (
-        "| docker | 6 | uniform | serialized | 64 | 129.6 [128.0, 131.2] | 0.5 [0.5, 0.5] |" in text
+        "| docker | 6 | uniform | serialized | 64 | 129.6 [128.0, 131.2] | 0.5 [0.5, 0.5] "
+        "| 1.74.0 |" in text
     )
     page = writers.render(a, "html")
-    for slug in ("grpc-p2p", "grpc-bw", "grpc-ps"):
+    for slug in ("grpc-p2p-latency_us", "grpc-p2p-bandwidth_mb_s", "grpc-ps-throughput_mb_s"):
         assert f'id="{slug}-pytorch-mpich-np2-native"' in page
 
 

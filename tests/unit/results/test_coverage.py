@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.core import benches
 from kit.image import recipes
 from kit.launch import launchers, process
 from kit.results import analysis, stats, store
@@ -123,7 +124,7 @@ class Simulated(launchers.Launcher):
         drift, hit = self.rounds[r]
         rate = 10 * self.truth[rt.arm] * math.exp(drift + self.noise(self.rng, rt.arm, hit))
         result = {
-            "schema": process.BENCH_SCHEMA,
+            "schema": benches.SCHEMA,
             "images_per_sec": rate,
             "startup_s": 1.0,
             "framework_version": "2.x",

@@ -128,8 +128,8 @@ def test_a_lower_is_better_metric_needs_only_its_spec(monkeypatch):
     spec = benches.Bench(
         "lat",
         "lat.py",
-        "training",
-        (("latency_ms", float),),
+        "latency",
+        {"latency_ms": (float, "ms per request")},
         benches.Metric("latency_ms", "ms", False),
     )
     monkeypatch.setitem(benches.BENCHES, "lat", spec)

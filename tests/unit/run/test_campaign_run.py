@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kit import cli
+from kit.core import benches
 from kit.core.errors import RunFailed
 from kit.image import recipes
 from kit.launch import launchers, process
@@ -57,7 +58,7 @@ class Scripted(launchers.Launcher):
         end = self.ends.get(n, "ok")
         rate = RATES[rt.arm.split("@")[0]] * (1 + 0.001 * (n % 3))
         result = {
-            "schema": process.BENCH_SCHEMA,
+            "schema": benches.SCHEMA,
             "images_per_sec": rate,
             "startup_s": 0.5,
             "framework_version": "1.13",

@@ -1,0 +1,200 @@
+"""The benchmarks' declarations: what each entry point is, what its record holds, the
+figure runtimes are compared on, and how a sweep's rows are tabled and drawn.
+
+Standard library only, Python 3.9: the benchmarks in every image validate their own
+records with it (kitbench), and the runner on the host loads this same file
+(kit.core.benches) for the campaign's argv, the results reader's checks, the analysis
+and the report's tables and figures. A new benchmark is a script beside this file and
+one entry in BENCHES; a sweep needs no analyser, table or figure of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA = "kit.bench/2"
+CNN_MODELS = ("tiny", "alexnet", "resnet50", "resnet101", "resnet152", "inception3")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The figure runtimes are compared on: a field of a training benchmark's record."""
+
+    key: str
+    unit: str
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Value:
+    """A measured field of a sweep's rows: a median with its interval at every point."""
+
+    key: str
+    label: str
+    unit: str
+    digits: int = 1  # decimals in the report's tables
+
+
+@dataclass(frozen=True)
+class Series:
+    """A list of rows in a sweep's record, one row a point. `at` names the fields that
+    identify a point, the last of them the x axis (log scale) of the series' figures:
+    with more than one, each runtime gets its own figure, a line per the others."""
+
+    field: str
+    title: str  # says what was timed, as the report's section title
+    at: tuple[str, ...]
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    script: str  # beside this file (/opt/kit/benchmarks in each image)
+    title: str  # what it measures, in the report's headings
+    fields: dict  # the record's own fields beyond COMMON: name -> (type, meaning)
+    metric: Metric | None = None  # training benchmarks: compared across runtimes
+    series: tuple[Series, ...] = ()  # sweeps: each a list field of `fields`
+    version: str = "framework_version"  # the software a sweep's table names
+    version_label: str = "version"
+    models: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()  # options always passed
+
+    @property
+    def sweep(self) -> bool:
+        """A sweep has no model, batch size or data, and no metric: its rows are tabled."""
+        return bool(self.series)
+
+
+# field -> (type, meaning); a float field takes an int too
+COMMON = {
+    "schema": (str, SCHEMA),
+    "bench": (str, "the entry point's name (BENCHES)"),
+    "status": (str, "ok, or oom when the configuration did not fit in memory"),
+    "framework": (str, "torch, tensorflow, caffe2, mpi4py or grpcio"),
+    "framework_version": (str, "its version as imported"),
+    "mpi_library": (str, "MPI library loaded (MPI_Get_library_version), or none"),
+    "python": (str, "interpreter version"),
+    "image": (str, "KIT_IMAGE when set by the image, else native"),
+    "ranks": (int, "processes in the job"),
+    "hosts": (list, "host names of the ranks"),
+    "startup_s": (float, "launch (--launch-time) to the end of the first step, slowest rank"),
+}
+TRAIN = {  # an "oom" record has images_per_sec null and "error"
+    "model": (str, "network name"),
+    "batch_size": (int, "images per rank per step"),
+    "data": (str, "synthetic, or real (decoded from JPEG files by the framework's pipeline)"),
+    "task": (str, "throughput (fixed batch), or accuracy (a learnable problem)"),
+    "dist": (str, "how gradients are combined: none, ddp, horovod, gloo or parameter_server"),
+    "precision": (str, "fp32 or bf16"),
+    "data_format": (str, "nchw or nhwc"),
+    "threads_per_rank": (int, "intra-op threads"),
+    "warmup_steps": (int, "untimed steps before the timed ones"),
+    "steps": (int, "timed steps (more than asked when --min-time needed them)"),
+    "min_time_s": (float, "the shortest timed part asked for (0: none)"),
+    "images_per_sec": (float, "all ranks together: global batch x steps / slowest rank's time"),
+    "images_per_sec_per_rank": (list, "each rank's own images/s"),
+    "peak_rss_mb": (list, "each rank's peak resident memory, MB"),
+    "step_times_s": (list, "rank 0's time per timed step"),
+    "loss": (list, "rank 0's loss per timed step"),
+}
+IMAGES_PER_SEC = Metric("images_per_sec", "images/s")
+LATENCY = Value("latency_us", "latency", "µs", 2)
+BANDWIDTH = Value("bandwidth_mb_s", "bandwidth", "MB/s", 0)
+MESSAGE = ("bytes",)
+PAYLOAD = ("payload", "mode", "bytes")  # gRPC: uniform/random/skew, (non-)serialized
+
+
+def _training(name: str, script: str, title: str, models=CNN_MODELS, fixed=()) -> Bench:
+    return Bench(name, script, title, TRAIN, IMAGES_PER_SEC, models=models, fixed=fixed)
+
+
+def _rows(*series: Series) -> dict:
+    return {s.field: (list, f"{s.title}: one row per {', '.join(s.at)}") for s in series}
+
+
+P2P = Series("p2p", "ping-pong between ranks 0 and 1", MESSAGE, (LATENCY, BANDWIDTH))
+ALLREDUCE = Series("allreduce", "allreduce, float32 sum over all ranks", MESSAGE, (LATENCY,))
+GRPC_P2P = Series(
+    "p2p",
+    "Echo from rank 0 to rank 1",
+    PAYLOAD,
+    (Value("latency_us", "latency", "µs"), Value("bandwidth_mb_s", "bandwidth", "MB/s")),
+)
+GRPC_PS = Series(
+    "ps",
+    "parameter-server push and pull, every rank to each server",
+    PAYLOAD,
+    (Value("throughput_mb_s", "throughput", "MB/s"),),
+)
+
+BENCHES = {
+    b.name: b
+    for b in (
+        _training("torch-cnn", "torch_cnn.py", "PyTorch CNN training"),
+        _training(
+            "torch-hvd",
+            "torch_cnn.py",
+            "PyTorch + Horovod CNN training",
+            fixed=("--dist", "horovod"),
+        ),
+        _training("tf-cnn", "tf_cnn.py", "TensorFlow + Horovod CNN training"),
+        _training("tf-ps", "tf_ps.py", "TensorFlow parameter-server CNN training"),
+        _training("caffe2-cnn", "caffe2_cnn.py", "Caffe2 CNN training", models=CNN_MODELS[:-1]),
+        Bench(
+            "mpi",
+            "mpi_bench.py",
+            "MPI (mpi4py)",
+            _rows(P2P, ALLREDUCE),
+            series=(P2P, ALLREDUCE),
+            version="mpi_library",
+            version_label="MPI library",
+        ),
+        Bench(
+            "grpc",
+            "grpc_bench.py",
+            "gRPC",
+            {
+                "servers": (int, "parameter-server ranks"),
+                "buffers": (int, "buffers (iovecs) per payload, at most"),
+                **_rows(GRPC_P2P, GRPC_PS),
+            },
+            series=(GRPC_P2P, GRPC_PS),
+            version_label="grpcio",
+        ),
+    )
+}
+
+
+def fields(bench: str) -> dict:
+    """Every field a record of `bench` holds (an unknown bench: the common ones)."""
+    b = BENCHES.get(bench)
+    return {**COMMON, **(b.fields if b else {})}
+
+
+def validate(rec: dict) -> list[str]:
+    """What is wrong with a record (empty when it follows its benchmark's declaration)."""
+    problems = []
+    if rec.get("schema") != SCHEMA:
+        problems.append(f"schema is {rec.get('schema')!r}, not {SCHEMA}")
+    b = BENCHES.get(rec.get("bench"))
+    if b is None:
+        problems.append(f"bench {rec.get('bench')!r} is not declared")
+    for name, (kind, _) in fields(rec.get("bench")).items():
+        value = rec.get(name)
+        if b and b.metric and name == b.metric.key and rec.get("status") == "oom":
+            kind = type(None)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, kind):
+            problems.append(f"{name}: {type(value).__name__}, want {kind.__name__}")
+    for s in b.series if b else ():
+        for row in rec.get(s.field) or []:
+            want = (*s.at, *(v.key for v in s.values))
+            missing = [k for k in want if not isinstance(row, dict) or k not in row]
+            if missing:
+                problems.append(f"{s.field}: a row without {', '.join(missing)}")
+                break
+    if rec.get("status") not in ("ok", "oom"):
+        problems.append(f"status {rec.get('status')!r} is neither ok nor oom")
+    return problems
