@@ -117,7 +117,10 @@ def test_pytorch_and_mpi_in_every_runtime_with_real_data(built, site_data, tmp_p
     check(recs, RUNTIMES, "torch-cnn,mpi", ("synthetic", "real"))
     assert {f: f.stat().st_mtime_ns for f in root.rglob("*")} == before
     text = kit("report", str(out)).stdout
-    assert "## I/O overhead" in text and "## MPI point-to-point and allreduce" in text
+    assert (
+        "## I/O overhead" in text
+        and "## MPI (mpi4py): allreduce, float32 sum over all ranks" in text
+    )
     for rt in RUNTIMES.split(","):
         assert f"| pytorch-mpich | 2 | local | {rt} | 1 | 4 |" in text
 
@@ -140,7 +143,7 @@ def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
         ("parameter_server", "sync", 1)
     }
     text = kit("report", str(tmp_path / "run")).stdout
-    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert "## gRPC: Echo from rank 0 to rank 1" in text
     assert "| horovod-mpich | 2 | local | docker | 1 | skew | serialized | 2097152 |" in text
 
 
@@ -277,4 +280,4 @@ def test_a_preset_end_to_end_with_its_published_column(horovod, tmp_path):
     assert f" trials in {out / 'grpc-and-mpi'}: " in text
     assert "## Published beside measured" in text
     assert "| 2.14 times | Cluster A, InfiniBand EDR; gRPC 1.5.0 vs AR-gRPC |" in text
-    assert "## gRPC point-to-point and parameter-server throughput" in text
+    assert "## gRPC: Echo from rank 0 to rank 1" in text
