@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 
-from kitschema import SCHEMA
+from kitschema import BENCHES, SCHEMA
 
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
 RANK_VARS = (
@@ -360,22 +360,12 @@ def record(
 
 def emit(rec: dict) -> None:
     print(json.dumps(rec), flush=True)
-    if rec["bench"] == "mpi":
-        small, large = rec["allreduce"][0], rec["allreduce"][-1]
-        summary = (
-            f"allreduce {small['bytes']} B {small['latency_us']:.1f} us, "
-            f"{large['bytes']} B {large['latency_us']:.1f} us"
-        )
-        if rec["p2p"]:
-            summary += (
-                f"; p2p latency {rec['p2p'][0]['latency_us']:.2f} us, bandwidth "
-                f"{max(r['bandwidth_mb_s'] for r in rec['p2p']):.0f} MB/s"
-            )
-    elif rec["bench"] == "grpc":
-        big = max(rec["p2p"], key=lambda r: r["bandwidth_mb_s"])
-        summary = (
-            f"p2p latency {rec['p2p'][0]['latency_us']:.0f} us, bandwidth "
-            f"{big['bandwidth_mb_s']:.0f} MB/s ({big['payload']}, {big['mode']})"
+    spec = BENCHES.get(rec["bench"])
+    if spec and spec.sweep:  # each series' first value at its smallest and largest point
+        summary = "; ".join(
+            f"{x.field} {x.values[0].label} {_point(x, rows[0])} .. {_point(x, rows[-1])}"
+            for x in spec.series
+            if (rows := rec.get(x.field))
         )
     else:
         summary = (
@@ -387,6 +377,11 @@ def emit(rec: dict) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _point(series, row: dict) -> str:
+    value = series.values[0]
+    return f"{row[value.key]:.1f} {value.unit} at {'/'.join(str(row[k]) for k in series.at)}"
 
 
 def learnable_batch(rng, batch: int, side: int, channels_last: bool = False):

@@ -115,6 +115,12 @@ def _rows(*series: Series) -> dict:
 
 P2P = Series("p2p", "ping-pong between ranks 0 and 1", MESSAGE, (LATENCY, BANDWIDTH))
 ALLREDUCE = Series("allreduce", "allreduce, float32 sum over all ranks", MESSAGE, (LATENCY,))
+ALLGATHER = Series(
+    "allgather",
+    "allgather, float32 from every rank to every rank",
+    MESSAGE,
+    (LATENCY, Value("bandwidth_mb_s", "received", "MB/s", 0)),
+)
 GRPC_P2P = Series(
     "p2p",
     "Echo from rank 0 to rank 1",
@@ -147,6 +153,15 @@ BENCHES = {
             "MPI (mpi4py)",
             _rows(P2P, ALLREDUCE),
             series=(P2P, ALLREDUCE),
+            version="mpi_library",
+            version_label="MPI library",
+        ),
+        Bench(
+            "allgather",
+            "allgather_bench.py",
+            "MPI allgather (mpi4py)",
+            _rows(ALLGATHER),
+            series=(ALLGATHER,),
             version="mpi_library",
             version_label="MPI library",
         ),

@@ -37,7 +37,7 @@ def kit(
 
 # The sweeps' timed part per message size, shortened: the tests check each sweep's shape
 # and reach, not its figures (defaults: mpi 0.2 s, grpc 0.05 s; about 100 s of the run).
-SWEEP_TIME = {"mpi": "0.05", "grpc": "0.01"}
+SWEEP_TIME = {"mpi": "0.05", "allgather": "0.05", "grpc": "0.01"}
 
 
 def short_sweeps(benches: str) -> list[str]:

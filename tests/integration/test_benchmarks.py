@@ -38,7 +38,7 @@ def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) ->
 def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] = ("synthetic",)):
     """Every (runtime, bench, ranks, data) ran, finished ok, and its record validates."""
     want = {
-        (rt, b, n, d if b not in ("mpi", "grpc") else "synthetic")
+        (rt, b, n, d if b not in ("mpi", "allgather", "grpc") else "synthetic")
         for rt in runtimes.split(",")
         for b in benches.split(",")
         for n in (1, 2)
@@ -52,6 +52,8 @@ def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] =
         assert r["result"]["ranks"] == r["ranks"]
         if r["bench"] == "mpi":
             check_sweep(r["result"])
+        elif r["bench"] == "allgather":
+            check_allgather(r["result"])
         elif r["bench"] == "grpc":
             check_grpc(r["result"])
         else:
@@ -85,6 +87,14 @@ def check_sweep(res: dict) -> None:
     assert p2p[-1]["bandwidth_mb_s"] > p2p[0]["bandwidth_mb_s"]
 
 
+def check_allgather(res: dict) -> None:
+    """Gathering 4 MiB from each rank takes longer than 4 B, and moves more MB/s."""
+    rows = res["allgather"]
+    assert (rows[0]["bytes"], rows[-1]["bytes"]) == (4, 4 << 20)
+    assert rows[-1]["latency_us"] > rows[0]["latency_us"] > 0
+    assert rows[-1]["bandwidth_mb_s"] > rows[0]["bandwidth_mb_s"] > 0
+
+
 @pytest.fixture
 def site_data():
     """A read-only JPEG set where no runtime looks by default (Apptainer binds /tmp,
@@ -103,26 +113,31 @@ def site_data():
 
 def test_pytorch_and_mpi_in_every_runtime_with_real_data(built, site_data, tmp_path):
     """torch-cnn (synthetic and real JPEGs from a read-only folder outside every default
-    bind) and the MPI sweep; the report shows I/O overhead and the MPI table."""
+    bind), the MPI sweep and the allgather sweep; the report shows I/O overhead and the
+    sweeps' tables, and draws them."""
     root, before = site_data
     out = tmp_path / "run"
     recs = campaign(
         "pytorch-mpich",
         RUNTIMES,
-        "torch-cnn,mpi",
+        "torch-cnn,mpi,allgather",
         out,
         *("--data", "synthetic,real", "--data-dir", str(SITE_DATA)),
     )
     # a runtime that did not see the folder would have tried to make it, and failed
-    check(recs, RUNTIMES, "torch-cnn,mpi", ("synthetic", "real"))
+    check(recs, RUNTIMES, "torch-cnn,mpi,allgather", ("synthetic", "real"))
     assert {f: f.stat().st_mtime_ns for f in root.rglob("*")} == before
     text = kit("report", str(out)).stdout
     assert (
         "## I/O overhead" in text
         and "## MPI (mpi4py): allreduce, float32 sum over all ranks" in text
     )
+    assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
     for rt in RUNTIMES.split(","):
         assert f"| pytorch-mpich | 2 | local | {rt} | 1 | 4 |" in text
+    kit("report", str(out), "--format", "html")
+    page = (out / "report.html").read_text()
+    assert 'id="allgather-allgather-bandwidth_mb_s-pytorch-mpich-np2"' in page
 
 
 def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):

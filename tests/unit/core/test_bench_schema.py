@@ -24,6 +24,12 @@ MPI = {
     "p2p": [{"bytes": 4, "iterations": 9, "latency_us": 0.5, "bandwidth_mb_s": 8.0}],
     "allreduce": [{"bytes": 4, "iterations": 9, "latency_us": 1.0}],
 }
+ALLGATHER = {
+    **{k: TRAIN[k] for k in kitschema.COMMON},
+    "bench": "allgather",
+    "framework": "mpi4py",
+    "allgather": [{"bytes": 4, "iterations": 9, "latency_us": 2.0, "bandwidth_mb_s": 4.0}],
+}
 GRPC = {
     **{k: TRAIN[k] for k in kitschema.COMMON},
     "bench": "grpc",
@@ -42,6 +48,7 @@ def test_valid_records_pass():
     assert kitschema.validate(TRAIN) == []
     assert kitschema.validate(MPI) == []
     assert kitschema.validate(GRPC) == []
+    assert kitschema.validate(ALLGATHER) == []
     assert kitschema.validate(GRPC | {"ps": None}) == ["ps: NoneType, want list"]
     oom = TRAIN | {"status": "oom", "images_per_sec": None, "error": "out of memory"}
     assert kitschema.validate(oom) == []
