@@ -60,7 +60,9 @@ class Trial:
     stuck: list[dict]  # on timeout: the processes still running
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """Its fields as a dict, shallow: written at once as JSON (asdict's deep copy of
+        every host fact and argv cost as much as the fsync, trial after trial)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))

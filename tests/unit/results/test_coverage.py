@@ -16,7 +16,8 @@ import math
 import os
 import random
 import statistics
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -158,12 +159,25 @@ def simulate(
     return store.load(folder).records
 
 
+@pytest.fixture
+def folders(tmp_path) -> Iterator[Path]:
+    """Where the simulated campaigns write their records: a memory file system when the
+    host has one, so thousands of trials do not wait on the disk's fsync (the store's
+    code is the same)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(dir=shm, prefix="kit-sim-") as d:
+        yield Path(d)
+
+
 def covered(arm: analysis.Arm, truth: float) -> bool:
     return arm.ratio.low <= truth <= arm.ratio.high
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_each_interval_covers_the_truth_as_often_as_it_states(tmp_path, scenario):
+def test_each_interval_covers_the_truth_as_often_as_it_states(folders, scenario):
     """Two comparisons with native (x is 7 % slower, y the same), each at 95 %: at every
     number of rounds the share of intervals holding the truth is within a point of the
     coverage they state (give or take the simulation's error at RUNS campaigns)."""
@@ -171,7 +185,7 @@ def test_each_interval_covers_the_truth_as_often_as_it_states(tmp_path, scenario
     hits = {n: [] for n in ROUNDS}
     stated = {n: [] for n in ROUNDS}
     for k in range(RUNS):
-        records = simulate(tmp_path / str(k), scenario, truth, k, max(ROUNDS))
+        records = simulate(folders / str(k), scenario, truth, k, max(ROUNDS))
         for n in ROUNDS:
             a = analysis.summarise([r for r in records if r["repeat"] < n], "", 0.90)
             for arm in a.groups[0].arms[1:]:
@@ -187,7 +201,7 @@ def test_each_interval_covers_the_truth_as_often_as_it_states(tmp_path, scenario
             assert seen <= claim + slack, f"{scenario}, {n} rounds: {seen:.3f} > {claim:.3f}"
 
 
-def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(tmp_path):
+def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(folders):
     """Native against two identical arms and a 10 % cut, real launch noise or
     contaminated rounds, stopped by the real precision rule (±5 %) or the budget (30
     rounds): at most 5 % of the campaigns give the identical arms any verdict but 'no
@@ -198,7 +212,7 @@ def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(tmp_p
     for k in range(runs):
         scenario = "real launches" if k % 2 else "contaminated rounds"
         target = plan.Target(0.05, 30 * 5)  # five trials a round, one second each
-        records = simulate(tmp_path / str(k), scenario, truth, 1000 + k, 6, target)
+        records = simulate(folders / str(k), scenario, truth, 1000 + k, 6, target)
         arms = {x.runtime: x for x in analysis.summarise(records, "", 0.95).groups[0].arms}
         false += any(arms[x].verdict != "no significant difference" for x in "ab")
         cut_found += arms["cut"].verdict == "slower"
