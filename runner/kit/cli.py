@@ -6,9 +6,13 @@ import signal
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit import __version__
 from kit.core.errors import KitError, RunFailed
+
+if TYPE_CHECKING:
+    from kit.run import presets
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
@@ -153,8 +157,23 @@ def _run_preset(a: argparse.Namespace) -> None:
             raise KitError(f"--preset {a.preset} sets the campaign's options; drop {flag}")
     p = presets.load(a.preset)
     out = a.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    if not a.dry_run:
+    if a.dry_run:
+        _run_legs(a, p, out, kit_parser)
+        return
+    with store.held(out):  # legs lock their own folders inside it
         presets.save(p, out, a.full)
+        _run_legs(a, p, out, kit_parser)
+        path, text = writers.write([out], "md", 0.95, False)
+    sys.stdout.write(text if path is None else f"report: {path}\n")
+
+
+def _run_legs(
+    a: argparse.Namespace, p: "presets.Preset", out: Path, kit_parser: argparse.ArgumentParser
+) -> None:
+    """Each leg as its own `kit run` in OUT/LEG (continued with --resume if started)."""
+    from kit.results import store
+    from kit.run import presets
+
     for i, leg in enumerate(p.legs, 1):
         args = presets.argv(leg, out, a.full)
         if a.dry_run:
@@ -163,9 +182,6 @@ def _run_preset(a: argparse.Namespace) -> None:
             args.append("--resume")
         print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
         cmd_run(kit_parser.parse_args(args))
-    if not a.dry_run:
-        path, text = writers.write([out], "md", 0.95, False)
-        sys.stdout.write(text if path is None else f"report: {path}\n")
 
 
 def cmd_run(a: argparse.Namespace) -> None:
@@ -180,7 +196,11 @@ def cmd_run(a: argparse.Namespace) -> None:
     if a.full:
         raise KitError("--full goes with --preset NAME (the study's own sizes)")
     c = request.check(request.RunRequest.of(a), plan_only=a.dry_run)
-    if a.dry_run:
+    out = a.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    if a.dry_run:  # what the run would refuse before its first trial, it refuses now
+        if a.out is not None:
+            store.check_campaign(out, c.spec, a.resume)
+        campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out)
         print(plan.describe(c.design, c.opts))
         return
     if a.emit:
@@ -192,14 +212,16 @@ def cmd_run(a: argparse.Namespace) -> None:
         for path in scripts:
             print(path)
         return
-    out = a.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
     signal.signal(signal.SIGTERM, _interrupt)
-    campaign_id, done = store.open_campaign(out, c.spec, a.resume)
-    try:
-        campaign.execute(c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done)
-    except RunFailed:
-        print(out)  # the folder holds the records either way
-        raise
+    with store.held(out):
+        campaign_id, done = store.open_campaign(out, c.spec, a.resume)
+        try:
+            campaign.execute(
+                c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done
+            )
+        except RunFailed:
+            print(out)  # the folder holds the records either way
+            raise
     print(out)
 
 

@@ -1,5 +1,6 @@
 """User mistakes: one line on stderr, exit 2, no traceback."""
 
+import json
 import os
 import subprocess
 import sys
@@ -79,6 +80,7 @@ def test_missing_engine(tmp_path):
     )
 
 
+@pytest.mark.usefixtures("host_tools")
 def test_dry_run_interleaves_with_warmup_first():
     p = kit(
         "run",
@@ -97,6 +99,7 @@ def test_dry_run_interleaves_with_warmup_first():
     assert not any("warm-up" in x for x in lines[4:])
 
 
+@pytest.mark.usefixtures("host_tools")
 @pytest.mark.parametrize("budget, said", [("20m", "20 min"), ("90s", "1.5 min")])
 def test_precision_dry_run_says_how_it_ends(budget, said):
     p = kit("run", "pytorch-mpich", "--runtime", "native,docker", "--precision", "2%",
@@ -129,6 +132,17 @@ def test_unrunnable_docker_client_is_one_line(tmp_path):
     assert p.stderr == (
         f"kit: error: docker client '{client}' cannot be run (Permission denied); "
         "set KIT_DOCKER to a working docker client\n"
+    )
+
+
+def test_a_client_that_answers_nonsense_is_named_with_what_it_said(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "KIT_DOCKER": "/bin/echo", "HOME": str(tmp_path)}
+    p = kit("convert", "pytorch-mpich", "--to", "singularity", env=env)
+    assert (p.returncode, p.stderr) == (
+        2,
+        "kit: error: '/bin/echo image inspect kit/pytorch-mpich:1.2.0-cpu' answered "
+        "'image inspect kit/pytorch-mpich:1.2.0-cpu', not an image's inspection; set "
+        "KIT_DOCKER to a working docker client\n",
     )
 
 
@@ -188,6 +202,7 @@ def test_help_names_every_container_runtime_the_registry_has():
     assert all(p in line for p in products) and line.endswith("Podman and Shifter.")
 
 
+@pytest.mark.usefixtures("host_tools")
 def test_repeated_values_are_one_configuration():
     p = kit(
         "run",
@@ -205,3 +220,26 @@ def test_repeated_values_are_one_configuration():
         "--dry-run",
     )
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stdout
+
+
+def test_the_dry_run_refuses_what_the_run_would(tmp_path, host_tools):
+    """Found before any trial, by the dry run as by the run: a --mpirun that is not there,
+    a folder that holds another campaign's trials, a --resume with other options."""
+    plan = ["run", "pytorch-mpich", "--runtime", "native", "--np", "2", "--dry-run"]
+    p = kit(*plan, "--mpirun", "/nonexistent")
+    assert (p.returncode, p.stderr) == (
+        2,
+        "kit: error: more than one rank needs '/nonexistent' on PATH; install mpich or pass "
+        "--mpirun PATH\n",
+    )
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "campaign.json").write_text(json.dumps({"campaign": "c0", "repeats": 99}))
+    (out / "trials.jsonl").write_text("{}\n")
+    p = kit(*plan, "--out", str(out))
+    assert p.returncode == 2 and p.stderr.startswith(f"kit: error: {out} already holds trials")
+    p = kit(*plan, "--out", str(out), "--resume")
+    assert p.returncode == 2 and "--resume must repeat the campaign's options" in p.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["campaign.json", "trials.jsonl"]
+    assert kit(*plan, "--out", str(tmp_path / "new")).returncode == 0
+    assert not (tmp_path / "new").exists()  # a dry run makes nothing

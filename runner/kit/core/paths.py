@@ -37,3 +37,19 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
             print(f"waiting for another kit making {what} ({lock})", file=sys.stderr, flush=True)
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: into a temporary file beside it, flushed to disk,
+    then renamed over it. A reader (or a run killed mid-write) never sees half a file,
+    and a symlink at `path` is replaced, never written through."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import repo_root
+from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
 from kit.image import engine, render
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
@@ -161,5 +161,5 @@ def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str])
         earlier = None
     if earlier:
         manifest["conversion"] = earlier
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    write_atomically(path, json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive
+from kit.core.paths import cache_dir, exclusive, write_atomically
 from kit.core.proc import capture, stream, which
 from kit.image import engine, rootfs
 from kit.image.recipes import Recipe
@@ -58,6 +58,36 @@ class Artifacts:
 def artifacts(recipe: Recipe, variant: str) -> Artifacts:
     digest = engine.image_id(recipe.tag(variant))
     return Artifacts(digest, cache_dir() / "images" / recipe.name / digest.split(":")[-1][:16])
+
+
+def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
+    """When no engine answers: the newest conversion of this recipe version and variant
+    in the cache that holds `fmt` (a SIF serves Apptainer, a squashfs Charliecloud; none
+    of them needs the engine to run), said on stderr. None when the engine answers."""
+    if engine.answers():
+        return None
+    found = []
+    for manifest in (cache_dir() / "images" / recipe.name).glob("*/manifest.json"):
+        try:
+            m = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(m, dict) or not isinstance(m.get("digest"), str):
+            continue
+        art = Artifacts(m["digest"], manifest.parent)
+        made = {"singularity": art.sif, "squashfs": art.squashfs}[FORMATS[fmt]]
+        same = (m.get("recipe_version"), m.get("variant")) == (recipe.version, variant)
+        if same and made.is_file():
+            found.append((made.stat().st_mtime, art, made))
+    if not found:
+        return None
+    _, art, made = max(found, key=lambda x: x[0])
+    print(
+        f"no Docker engine answers: using {made}, converted earlier from "
+        f"{recipe.tag(variant)} ({art.digest[:19]})",
+        file=sys.stderr,
+    )
+    return art
 
 
 def parse_formats(spec: str) -> list[str]:
@@ -154,7 +184,7 @@ def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
     conv.setdefault("seconds", {}).update(phases)
     if art.meta.is_file():  # written with the squashfs (not there for a docker-archive alone)
         conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    write_atomically(path, json.dumps(manifest, indent=2) + "\n")
 
 
 def _save(tag: str, art: Artifacts) -> None:
@@ -225,5 +255,5 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         "env": config.get("Env") or [],
         "compression": spec,
     }
-    art.meta.write_text(json.dumps(meta, indent=2) + "\n")
+    write_atomically(art.meta, json.dumps(meta, indent=2) + "\n")
     tmp.rename(art.squashfs)

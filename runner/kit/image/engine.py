@@ -65,15 +65,35 @@ def server_version() -> str:
     return p.stdout.strip()
 
 
+def answers() -> bool:
+    """Whether an engine answers here (a dead one: kit falls back to what it cached)."""
+    try:
+        server_version()
+    except KitError:
+        return False
+    return True
+
+
 def inspect(ref: str) -> dict | None:
-    """`docker image inspect` of ref, or None when there is no such image."""
+    """`docker image inspect` of ref, or None when there is no such image. A client that
+    answers something else than an inspection is named with what it said."""
     p = _run(["image", "inspect", ref])
     if p.returncode != 0:
         if "no such image" in p.stderr.lower():
             return None
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise KitError(f"the Docker engine did not answer ({tail}); start dockerd or ci/provision")
-    return json.loads(p.stdout)[0]
+    try:
+        info = json.loads(p.stdout)[0]
+    except (ValueError, IndexError, KeyError, TypeError):
+        info = None
+    if not (isinstance(info, dict) and isinstance(info.get("Id"), str)):
+        said = (p.stdout.strip().splitlines() or ["nothing"])[0][:120]
+        raise KitError(
+            f"'{docker()} image inspect {ref}' answered {said!r}, not an image's inspection; "
+            "set KIT_DOCKER to a working docker client"
+        )
+    return info
 
 
 def found(ref: str) -> dict | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive
+from kit.core.paths import cache_dir, exclusive, write_atomically
 from kit.core.proc import stream, which
 from kit.image.convert import APPTAINER_FIX, compression, mksquashfs_args
 from kit.image.recipes import Recipe
@@ -46,7 +46,8 @@ def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         digest = f"sif-sha256:{h.hexdigest()}"
-        sif.with_suffix(".json").write_text(json.dumps({"ref": source, "digest": digest}) + "\n")
+        meta = json.dumps({"ref": source, "digest": digest}) + "\n"
+        write_atomically(sif.with_suffix(".json"), meta)
         tmp.rename(sif)
     print(f"pulled {source} -> {sif}")
     return Pulled(sif, source, digest)
@@ -59,9 +60,12 @@ def pulled(recipe: Recipe, variant: str) -> Pulled | None:
         return None
     try:
         meta = json.loads(sif.with_suffix(".json").read_text())
-        return Pulled(sif, str(meta["ref"]), str(meta["digest"]))
+        ref, digest = meta["ref"], meta["digest"]
+        if isinstance(ref, str) and isinstance(digest, str) and digest.startswith("sif-sha256:"):
+            return Pulled(sif, ref, digest)
     except (OSError, ValueError, KeyError, TypeError):
-        raise KitError(
-            f"the pulled {sif} has no readable metadata ({sif.with_suffix('.json').name}); "
-            f"pull it again: kit pull {recipe.name} --ref REF"
-        ) from None
+        pass
+    raise KitError(
+        f"the pulled {sif} has no readable metadata ({sif.with_suffix('.json').name}); "
+        f"pull it again: kit pull {recipe.name} --ref REF"
+    )

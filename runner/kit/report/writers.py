@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import benches
+from kit.core.paths import write_atomically
 from kit.report import plots
 from kit.results import analysis, stats
 from kit.results.analysis import Analysis, Arm, Group, Key
@@ -610,7 +611,7 @@ def write(
     text = render(a, fmt)
     path = out_dirs[0] / f"report.{fmt}"
     try:
-        path.write_text(text)
+        write_atomically(path, text)
     except OSError as e:
         print(f"kit: warning: cannot write {path} ({e.strerror}); printing it", file=sys.stderr)
         return None, text

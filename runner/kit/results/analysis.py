@@ -13,8 +13,10 @@ holds together at the stated confidence.
 """
 
 import dataclasses
+import json
 import math
 import statistics
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,7 +328,7 @@ def analyse(
 ) -> Analysis:
     """The analysis of one or more campaigns' results (e.g. the same matrix run locally
     and through Slurm, side by side)."""
-    records, skipped = [], []
+    records, skipped, seen = [], [], set()
     for out_dir in out_dirs:
         loaded = store.load(out_dir)
         found = loaded.records
@@ -336,7 +338,17 @@ def analyse(
                 f"no trial records in {out_dir / store.FILE}; "
                 f"run 'kit run ... --out {out_dir}' first"
             )
-        records += found
+        again = 0  # a trial counted twice (a copied folder, a pasted line) would narrow
+        for r in found:  # every interval: each is read once
+            text = json.dumps(r, sort_keys=True)
+            again += text in seen
+            if text not in seen:
+                seen.add(text)
+                records.append(r)
+        if again:
+            note = f"{out_dir / store.FILE}: {again} record(s) identical to ones already read"
+            print(f"kit: warning: {note} (skipped)", file=sys.stderr)
+            skipped.append(note)
     return summarise(
         records,
         ", ".join(str(d) for d in out_dirs),

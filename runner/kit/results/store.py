@@ -9,19 +9,26 @@ campaign's settings (SPEC_FILE) live beside its trials, so --resume runs exactly
 trials that have not finished.
 """
 
+import contextlib
+import fcntl
 import json
 import os
+import socket
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kit.core import benches
 from kit.core.errors import KitError
+from kit.core.paths import write_atomically
 from kit.results.record import READABLE
 
 FILE = "trials.jsonl"
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
+LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
 
 # What every trial record must hold for --resume and the analysis to use it.
 RECORD = {
@@ -157,36 +164,91 @@ def load(out_dir: Path) -> Loaded:
     return loaded
 
 
+@contextlib.contextmanager
+def held(out_dir: Path) -> Iterator[None]:
+    """One kit run per results folder: an exclusive flock on LOCK_FILE for the whole run,
+    the holder (pid, host, start, command) written in it. A second run on the folder is
+    refused naming the holder; a lock whose holder died (the kernel dropped its flock,
+    its note is still there) is taken over, with a line saying so."""
+    writable(out_dir)
+    path = out_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        raise KitError(f"cannot lock '{path}': {e.strerror}; choose another --out") from None
+    try:
+        note = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise KitError(
+                f"{out_dir} is in use by another kit run ({note or 'holder unknown'}); wait "
+                "for it to end, or choose another --out"
+            ) from None
+        if note:
+            print(
+                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})",
+                file=sys.stderr,
+            )
+        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        mine = f"pid {os.getpid()} on {socket.gethostname()} since {started}: {_command()}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, mine.encode() + b"\n", 0)
+        try:
+            yield
+        finally:  # ended, even by an error or ^C: the next run takes the folder silently
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _command() -> str:
+    return " ".join(["kit", *sys.argv[1:]])[:300]
+
+
 FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
 
 
-def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
-    """Start a campaign in out_dir (its settings saved as SPEC_FILE), or with --resume find
-    the one saved there: the campaign id, and the plan indices already finished. Refuses a
-    folder that holds trials without --resume, and a resume whose options differ."""
+def check_campaign(out_dir: Path, spec: dict, resume: bool) -> dict | None:
+    """What open_campaign would refuse, found without writing anything (the dry run
+    checks with it too): a folder holding trials without --resume, a resume with nothing
+    to resume or with other options. Returns the saved settings when resuming."""
     spec = json.loads(json.dumps(spec))
     path = out_dir / SPEC_FILE
-    writable(out_dir)
     if not resume:
-        if (out_dir / FILE).stat().st_size:
+        if (out_dir / FILE).is_file() and (out_dir / FILE).stat().st_size:
             raise KitError(
                 f"{out_dir} already holds trials; pass --resume to continue that campaign "
                 "or choose another --out"
             )
-        campaign = uuid.uuid4().hex[:8]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"campaign": campaign, **spec}, indent=2) + "\n")
-        return campaign, set()
+        return None
     if not path.is_file():
         raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
     saved = _saved_spec(path)
-    campaign = saved.pop("campaign")
-    changed = sorted(k for k in spec.keys() | saved.keys() if spec.get(k) != saved.get(k))
+    changed = sorted(
+        k for k in (spec.keys() | saved.keys()) - {"campaign"} if spec.get(k) != saved.get(k)
+    )
     if changed:
         raise KitError(
             f"--resume must repeat the campaign's options; these differ from {path}: "
             + ", ".join(changed)
         )
+    return saved
+
+
+def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int]]:
+    """Start a campaign in out_dir (its settings saved as SPEC_FILE), or with --resume find
+    the one saved there: the campaign id, and the plan indices already finished."""
+    writable(out_dir)
+    saved = check_campaign(out_dir, spec, resume)
+    if saved is None:
+        campaign = uuid.uuid4().hex[:8]
+        spec = json.loads(json.dumps(spec))
+        write_atomically(
+            out_dir / SPEC_FILE, json.dumps({"campaign": campaign, **spec}, indent=2) + "\n"
+        )
+        return campaign, set()
+    campaign = saved["campaign"]
     done = {
         r["index"]
         for r in load(out_dir).records
@@ -231,7 +293,7 @@ def settings(out_dir: Path) -> dict:
 
 def save_preset(out_dir: Path, preset: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / PRESET_FILE).write_text(json.dumps(preset, indent=2) + "\n")
+    write_atomically(out_dir / PRESET_FILE, json.dumps(preset, indent=2) + "\n")
 
 
 def saved_preset(out_dir: Path) -> dict | None:

@@ -105,6 +105,31 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
     return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")
 
 
+def preflight(
+    recipe: Recipe,
+    runtimes: list[Runtime],
+    design: Design,
+    opts: Options,
+    out_dir: Path,
+    launcher: launchers.Launcher | None = None,
+) -> tuple[launchers.Launcher, str]:
+    """Everything about the host that can be checked before the first trial (the dry run
+    checks it too): the image has each benchmark, the launcher can start the ranks with
+    this mpirun, each runtime is there. Returns the launcher and the mpirun to use."""
+    for c in design.configs:
+        if c.bench not in recipe.benchmarks:
+            raise KitError(
+                f"image '{recipe.name}' has no benchmark '{c.bench}' "
+                f"(has: {', '.join(recipe.benchmarks)})"
+            )
+    launcher = launcher or launcher_for(opts, recipe, out_dir)
+    mpirun = mpirun_for(recipe, opts.mpirun)
+    launcher.check(recipe, [c.ranks for c in design.configs], mpirun)
+    for rt in runtimes:
+        rt.check()
+    return launcher, mpirun
+
+
 def execute(
     recipe: Recipe,
     variant: str,
@@ -119,18 +144,8 @@ def execute(
     """Run the design's rounds (skipping finished trials), recording each trial as it ends;
     returns why the campaign stopped. RunFailed (its records kept) when some arm has no
     trial that succeeded."""
-    for c in design.configs:
-        if c.bench not in recipe.benchmarks:
-            raise KitError(
-                f"image '{recipe.name}' has no benchmark '{c.bench}' "
-                f"(has: {', '.join(recipe.benchmarks)})"
-            )
-    launcher = launcher or launcher_for(opts, recipe, out_dir)
-    mpirun = mpirun_for(recipe, opts.mpirun)
-    launcher.check(recipe, [c.ranks for c in design.configs], mpirun)
+    launcher, mpirun = preflight(recipe, runtimes, design, opts, out_dir, launcher)
     by_arm = {rt.arm: rt for rt in runtimes}
-    for rt in runtimes:
-        rt.check()
     prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
     versions = {rt.arm: rt.version() for rt in runtimes}
     context = Context(

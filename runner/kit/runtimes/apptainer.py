@@ -38,6 +38,8 @@ class Apptainer(Runtime):
         if engine.found(recipe.tag(variant)):
             art = convert.convert(recipe, variant, [self.runs])
             return base.in_image(str(art.sif), art.digest)
+        if art := convert.earlier(recipe, variant, self.runs):
+            return base.in_image(str(art.sif), art.digest)
         got = pull.pulled(recipe, variant)
         if got is None:
             raise KitError(

@@ -1,6 +1,6 @@
 """Charliecloud: runs the Shifter-format squashfs unprivileged, hybrid MPI model."""
 
-from kit.image import convert
+from kit.image import convert, engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime
@@ -25,7 +25,12 @@ class Charliecloud(Runtime):
     env = base.UCX_SHM
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
-        art = convert.convert(recipe, variant, [self.runs])
+        art = (
+            None
+            if engine.found(recipe.tag(variant))
+            else convert.earlier(recipe, variant, self.runs)
+        )
+        art = art or convert.convert(recipe, variant, [self.runs])
         return base.in_image(str(art.squashfs), art.digest)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:

@@ -1,4 +1,5 @@
-"""Compression settings, the exact Apptainer command `kit pull` runs, and the cache lock."""
+"""Compression settings, the exact Apptainer command `kit pull` runs, the cache lock, and
+conversions made earlier serving a host whose engine is down."""
 
 import json
 import os
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kit import runtimes
 from kit.core import paths
 from kit.core.errors import KitError
 from kit.image import convert, pull, recipes
@@ -58,6 +60,11 @@ def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
     ]
     assert (got.sif, got.ref) == (sif, "docker://site/kit-mini:0.1.0-cpu")
     assert got.digest.startswith("sif-sha256:") and Path(got.sif).read_text() == "sif"
+    assert pull.pulled(recipes.load("mini-openmpi"), "cpu") == got
+    # metadata of the wrong shape is refused, not carried into every record as a digest
+    sif.with_suffix(".json").write_text(json.dumps({"ref": "x", "digest": {"sha": 1}}))
+    with pytest.raises(KitError, match="has no readable metadata"):
+        pull.pulled(recipes.load("mini-openmpi"), "cpu")
 
 
 def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_path):
@@ -88,3 +95,32 @@ def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path):
     convert._record_phases(art, {"docker-archive": 10.6})
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest == {"conversion": {"seconds": {"docker-archive": 10.6}}}
+
+
+def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monkeypatch, capsys):
+    """A dead engine does not stop a SIF or a squashfs made earlier from running: the
+    newest conversion of this recipe version and variant is used, and named."""
+    dead = tmp_path / "docker"
+    dead.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    dead.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(dead))
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    recipe = recipes.load("pytorch-mpich")
+    folders = tmp_path / "cache" / "images" / "pytorch-mpich"
+    for digest, version, age in (("sha256:aa", "1.2.0", 2), ("sha256:bb", "1.2.0", 1),
+                                 ("sha256:cc", "1.1.0", 0)):  # fmt: skip
+        d = folders / digest[-2:]
+        d.mkdir(parents=True)
+        manifest = {"digest": digest, "recipe_version": version, "variant": "cpu"}
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        (d / "image.sif").write_text("sif")
+        os.utime(d / "image.sif", (1e9 - age, 1e9 - age))
+    prep = runtimes.get("singularity").prepare(recipe, "cpu")
+    assert (prep.ref, prep.digest) == (str(folders / "bb" / "image.sif"), "sha256:bb")
+    assert capsys.readouterr().err == (
+        f"no Docker engine answers: using {folders / 'bb' / 'image.sif'}, converted earlier "
+        "from kit/pytorch-mpich:1.2.0-cpu (sha256:bb)\n"
+    )
+    assert convert.earlier(recipe, "cpu", "squashfs") is None  # no squashfs was made
+    with pytest.raises(KitError, match="the Docker engine did not answer"):
+        runtimes.get("charliecloud").prepare(recipe, "cpu")

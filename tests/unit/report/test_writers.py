@@ -169,7 +169,7 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
     for i in range(6):
         store.append(tmp_path, mpi_record("native", 1 + i / 100))
         store.append(tmp_path, mpi_record("singularity", 2 + i / 100))
-        store.append(tmp_path, mpi_record("native", 1, ranks=1))
+        store.append(tmp_path, mpi_record("native", 1, ranks=1) | {"index": 100 + i})
         store.append(tmp_path, record("native", 1000.0 + i))
     store.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
     a = analysis.analyse([tmp_path])
@@ -471,3 +471,26 @@ def test_loss_figure_draws_only_steps_every_trial_reached_each_line_its_own(tmp_
     widths = set(re.findall(r"stroke-width: ([0-9.]+)", fig.svg))
     dashes = set(re.findall(r"stroke-dasharray: ([0-9.,]+)", fig.svg))
     assert len(widths) >= 5 and len(dashes) >= 2  # five widths, and dashes besides solid
+
+
+def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
+    """allgather has no analyser, table or figure of its own: its declaration's series
+    makes its section, columns and figures."""
+    for i in range(6):
+        r = record("native", 0, bench="allgather", model="-", batch_size=0, index=i)
+        rows = [{"bytes": b, "iterations": 9, "latency_us": (1 + i / 100) * b,
+                 "bandwidth_mb_s": 2.0 * b} for b in (4, 64)]  # fmt: skip
+        r["result"] = {"mpi_library": "MPICH 4.0.2", "startup_s": 0.1, "allgather": rows}
+        store.append(tmp_path, r)
+    a = analysis.analyse([tmp_path])
+    text = writers.markdown(a)
+    assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
+    assert (
+        "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] | received MB/s [CI] "
+        "| MPI library |\n|---|---|---|---|---|---|---|---|---|\n"
+        "| pytorch-mpich | 2 | local | native | 6 | 4 | 4.10 [4.00, 4.20] | 8 [8, 8] "
+        "| MPICH 4.0.2 |"
+    ) in text
+    page = writers.render(a, "html")
+    for value in ("latency_us", "bandwidth_mb_s"):
+        assert f'id="allgather-allgather-{value}-pytorch-mpich-np2"' in page

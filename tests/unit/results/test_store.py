@@ -1,13 +1,16 @@
 """The results store never loses a finished record: torn writes, bad lines, bad folders."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.core.errors import KitError
-from kit.results import store
+from kit.results import analysis, store
 
 from ..records import record
 
@@ -117,3 +120,62 @@ def test_any_bytes_give_records_or_named_problems(tmp_path_factory, chunks):
     got = store.read(path)
     assert got.records[0] == json.loads(good)
     assert all(p.startswith(f"{path}:") for p in got.problems)
+
+
+HOLD = """import sys, time
+from pathlib import Path
+from kit.results import store
+with store.held(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_one_run_per_folder_and_a_dead_holders_lock_is_taken_over(tmp_path, capsys):
+    """A second `kit run` on a folder in use is refused naming the holder, before it
+    writes anything; a lock left by a killed run is taken over with a line saying so."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        done = subprocess.run(
+            [sys.executable, "-m", "kit.cli", "run", "pytorch-mpich", "--runtime", "native",
+             "--out", str(out)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(
+            f"kit: error: {out} is in use by another kit run (pid {holder.pid} on "
+        )
+        assert not (out / store.SPEC_FILE).exists()
+    finally:
+        holder.kill()  # as SIGKILL does: no clean-up, the note stays
+        holder.wait()
+    with store.held(out):
+        note = (out / store.LOCK_FILE).read_text()
+        assert note.startswith(f"pid {os.getpid()} on ")
+    err = capsys.readouterr().err
+    assert err.startswith(f"kit: taking over {out} from a kit run that is no longer running (pid")
+    assert f"pid {holder.pid} on " in err
+    assert (out / store.LOCK_FILE).read_text() == ""  # a clean end leaves no note
+    with store.held(out):
+        pass
+    assert capsys.readouterr().err == ""
+
+
+def test_a_report_reads_each_trial_once(tmp_path, capsys):
+    """The same trials in two folders (a copy) or twice in one file count once."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for i in range(6):
+        for rt, rate in (("native", 100.0), ("docker", 99.0)):
+            store.append(a, record(rt, rate + i % 3, repeat=i, index=2 * i + (rt == "docker")))
+    b.mkdir()
+    (b / store.FILE).write_bytes((a / store.FILE).read_bytes() * 2)
+    once = analysis.analyse([a])
+    twice = analysis.analyse([a, b])
+    assert [arm.n for arm in twice.groups[0].arms] == [arm.n for arm in once.groups[0].arms]
+    assert twice.trials == once.trials == 12
+    assert twice.skipped == [f"{b / store.FILE}: 24 record(s) identical to ones already read"]
+    assert "24 record(s) identical to ones already read (skipped)" in capsys.readouterr().err

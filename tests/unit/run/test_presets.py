@@ -59,6 +59,7 @@ def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
         assert leg.full[:2] == ["--launcher", "slurm"]  # on a cluster
 
 
+@pytest.mark.usefixtures("host_tools")
 def test_every_preset_lists_and_plans(capsys):
     """`kit presets` lists each; every leg (both sizes) passes kit run's own checks."""
     assert cli.main(["presets"]) == 0
