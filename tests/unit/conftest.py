@@ -3,26 +3,34 @@
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kit.image import recipes
+from kit.image import engine, recipes
 from kit.runtimes import RUNTIMES
 
 
 @pytest.fixture
-def host_tools(tmp_path, monkeypatch) -> Path:
+def host_tools(tmp_path, monkeypatch) -> Iterator[Path]:
     """A PATH on which every runtime's command and each MPI flavour's mpirun is found (a
-    stub that fails if run, for each the host lacks): a dry run checks the host as the
-    run does, and these tests must plan without one."""
+    stub that fails if run, for each the host lacks), and a docker client whose engine
+    answers: a dry run checks the host as the run does, and these tests must plan
+    without one."""
     stubs = tmp_path / "host-tools"
     stubs.mkdir()
-    names = {cls.tool for cls in RUNTIMES.values()} | {"mpirun"}
+    names = {cls.tool for cls in RUNTIMES.values()} | {"mpirun", "sbatch", "scontrol"}
     names |= {r.mpi.spec.mpirun for r in recipes.load_all().values()}
     for name in sorted(n for n in names if n and shutil.which(n) is None):
         tool = stubs / name
         tool.write_text("#!/bin/sh\nexit 99\n")
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}")
-    return stubs
+    client = stubs / "docker-answering"
+    client.write_text('#!/bin/sh\ncase "$1" in version) echo 99.0 ;; *) exit 99 ;; esac\n')
+    client.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(client))
+    engine.docker.cache_clear()  # the client is chosen once per process
+    yield stubs
+    engine.docker.cache_clear()

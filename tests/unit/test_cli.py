@@ -112,9 +112,12 @@ def test_precision_dry_run_says_how_it_ends(budget, said):
 
 def test_doctor_prints_its_table_whatever_the_engine_does(tmp_path):
     dead = tmp_path / "docker"
-    dead.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    dead.write_text(  # a client whose engine is not there
+        '#!/bin/sh\n[ "$1" = --version ] && echo "Docker version 27.5.1" && exit 0\n'
+        "echo 'Cannot connect to the Docker daemon' >&2\nexit 1\n"
+    )
     dead.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "KIT_DOCKER": str(dead), "HOME": str(tmp_path)}
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "KIT_DOCKER": str(dead), "HOME": str(tmp_path)}
     p = kit("doctor", "--runtime", "docker", env=env)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     lines = p.stdout.splitlines()
