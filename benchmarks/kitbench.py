@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 
-from kitschema import BENCHES, SCHEMA
+from kitschema import BENCHES, DATASET_STAMP, SCHEMA
 
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
 RANK_VARS = (
@@ -43,7 +43,6 @@ MODELS = {  # model -> input image side; each framework builds those it has
     "resnet152": 224,
     "inception3": 299,
 }
-DATASET_STAMP = "kit-dataset.json"
 
 # kit sends SIGUSR1 to a rank that outlives --timeout (runner/kit/launch/process.py): every
 # thread's Python stack goes to stderr and into the trial's record. (The unit tests import

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SCHEMA = "kit.bench/2"
+DATASET_STAMP = "kit-dataset.json"  # in each JPEG data set a benchmark made (--data real)
 CNN_MODELS = ("tiny", "alexnet", "resnet50", "resnet101", "resnet152", "inception3")
 
 

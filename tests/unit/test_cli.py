@@ -147,6 +147,11 @@ def test_a_client_that_answers_nonsense_is_named_with_what_it_said(tmp_path):
         "'image inspect kit/pytorch-mpich:1.2.0-cpu', not an image's inspection; set "
         "KIT_DOCKER to a working docker client\n",
     )
+    p = kit("doctor", "--runtime", "docker", env=env)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "'/bin/echo version' answered 'version --format {{.Server.Version}}', not" in p.stdout
+    p = kit("list", env=env)
+    assert p.returncode == 0 and "Traceback" not in p.stderr
 
 
 def test_report_in_a_read_only_folder_is_printed(tmp_path):

@@ -28,6 +28,7 @@ def _declarations() -> ModuleType:
 
 _schema = _declarations()
 SCHEMA: str = _schema.SCHEMA
+DATASET_STAMP: str = _schema.DATASET_STAMP
 Bench = _schema.Bench
 Metric = _schema.Metric
 Series = _schema.Series

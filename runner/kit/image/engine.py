@@ -62,7 +62,13 @@ def server_version() -> str:
             "no Docker engine answers; start dockerd (as root: ci/provision) "
             "or join the 'docker' group"
         )
-    return p.stdout.strip()
+    version = p.stdout.strip()
+    if not re.fullmatch(r"\d+\.\d+[\w.+~-]*", version):
+        raise KitError(
+            f"'{docker()} version' answered {version.splitlines()[0][:120]!r}, not an engine's "
+            "version; set KIT_DOCKER to a working docker client"
+        )
+    return version
 
 
 def answers() -> bool:

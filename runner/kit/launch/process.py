@@ -13,6 +13,7 @@ entirely (a Docker container) is removed by the runtime's own clean-up.
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,38 @@ class Outcome:
     result: dict | None
     output_tail: str
     stuck: tuple[dict, ...] = ()  # on timeout: the processes still running, ranks first
+    cause: str = ""  # a failed trial ended by a signal: which, as far as can be told
+
+
+# Who reports a rank's death by a signal, and how: MPICH's Hydra (4.x, then 3.x), Open MPI
+SIGNAL_REPORTS = (
+    re.compile(r"TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)"),
+    re.compile(r"KILLED BY SIGNAL: (\d+)"),
+    re.compile(r"exited on signal (\d+)"),
+)
+
+
+def cause(exit_code: int | None, output: str) -> str:
+    """Why a trial failed when a signal ended a rank: our child killed by one (a negative
+    code), a launcher or container engine exiting 128+N (Docker, Podman, shells), or the
+    MPI launcher's own report. SIGKILL is what the kernel's OOM killer sends."""
+    number = None
+    for pattern in SIGNAL_REPORTS:
+        if m := pattern.search(output):
+            number = int(m.group(1))
+    if number is None and exit_code is not None:
+        if exit_code < 0:
+            number = -exit_code
+        elif 128 < exit_code < 128 + signal.NSIG:
+            number = exit_code - 128
+    try:
+        name = signal.Signals(number).name if number else ""
+    except ValueError:
+        return ""
+    if not name:
+        return ""
+    why = " (the kernel's OOM killer sends it, as does kill -9)" if name == "SIGKILL" else ""
+    return f"a rank was killed by {name}{why}"
 
 
 RANK_VARS = (b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK=", b"SLURM_PROCID=")
@@ -266,4 +299,5 @@ def run(
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
     lines = TIMEOUT_TAIL_LINES if status == "timeout" else TAIL_LINES
     tail = "\n".join((stderr + stdout).strip().splitlines()[-lines:])
-    return Outcome(status, proc.returncode, wall, result, tail, stuck)
+    why = cause(proc.returncode, stderr + stdout) if status == "failed" else ""
+    return Outcome(status, proc.returncode, wall, result, tail, stuck, why)

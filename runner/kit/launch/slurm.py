@@ -158,6 +158,13 @@ def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: 
             _, _, job_id, _, nodes = line.split(maxsplit=4)
     tail = "\n".join((outcome.output_tail + "\n" + text).strip().splitlines()[-20:])
     return (
-        process.Outcome(status, outcome.exit_code, outcome.wall_s, result, tail),
+        process.Outcome(
+            status,
+            outcome.exit_code,
+            outcome.wall_s,
+            result,
+            tail,
+            cause=process.cause(outcome.exit_code, text) if status == "failed" else "",
+        ),
         {"job_id": job_id, "nodes": nodes, "script": str(path)},
     )

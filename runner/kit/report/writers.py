@@ -258,7 +258,9 @@ def _header(a: Analysis) -> str:
 def _failed(a: Analysis) -> list[str]:
     return [
         f"#{r['index']} {r['runtime']} np={r['ranks']} {r['model']} bs={r['batch_size']}: "
-        f"{r['status']} (exit {r['exit_code']})"
+        f"{r['status']} (exit {r['exit_code']}"
+        + (f"; {r['cause']}" if r.get("cause") else "")
+        + ")"
         for r in a.not_ok
     ]
 

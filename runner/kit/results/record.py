@@ -53,7 +53,8 @@ class Trial:
     started: str
     # outcome
     wall_s: float
-    status: str  # ok, oom, failed, timeout, interrupted
+    status: str  # ok, oom, failed, lost (its runtime's service went away), timeout, interrupted
+    cause: str  # what ended a failed or lost trial, when known (a signal, a lost service)
     exit_code: int | None
     result: dict | None  # the benchmark's own record (kit.bench/2)
     output_tail: str

@@ -99,22 +99,28 @@ def writable(out_dir: Path) -> None:
 
 
 def append(out_dir: Path, record: dict) -> None:
-    """Append one record durably. If the file ends in a cut line, end it first."""
+    """Append one record durably, or none of it (a write that fails is cut back off, and
+    the record printed). If the file ends in a cut line, end it first."""
     writable(out_dir)
     line = (json.dumps(record, sort_keys=True) + "\n").encode()
     path = out_dir / FILE
     fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    size = os.fstat(fd).st_size
     try:
-        size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
         view = memoryview(line)
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    except OSError as e:
+    except OSError as e:  # a full disk, a quota: take back the part written, keep the rest
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
         print(f"kit: the unwritten record follows: {line.decode().strip()}", file=sys.stderr)
-        raise KitError(f"cannot write a record to '{path}': {e.strerror}") from None
+        raise KitError(
+            f"cannot write a record to '{path}': {e.strerror}; the records before it are "
+            f"kept: make room, then continue with kit run ... --out {out_dir} --resume"
+        ) from None
     finally:
         os.close(fd)
 
@@ -206,7 +212,7 @@ def _command() -> str:
     return " ".join(["kit", *sys.argv[1:]])[:300]
 
 
-FINISHED = ("ok", "failed", "oom")  # a timeout or an interrupted trial runs again on --resume
+FINISHED = ("ok", "failed", "oom")  # a timeout, an interrupted or a lost trial runs again
 
 
 def check_campaign(out_dir: Path, spec: dict, resume: bool) -> dict | None:

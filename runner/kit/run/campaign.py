@@ -45,14 +45,18 @@ def program(
     return [*argv, *opts.bench_args.get(c.bench, []), "--launch-time", launch]
 
 
-def status(outcome: process.Outcome) -> str:
+def status(outcome: process.Outcome, lost: tuple[str, ...] = ()) -> str:
     """The trial's status; a run that did not fit in memory is a result (oom), whether the
-    benchmark reported it or the process died saying so (TensorFlow aborts)."""
+    benchmark reported it or the process died saying so (TensorFlow aborts); a trial whose
+    runtime's service went away (its client says one of `lost`) is lost, and --resume
+    runs it again."""
     if outcome.result and outcome.result.get("status") == "oom":
         return "oom"
     text = outcome.output_tail.lower()
     if outcome.status == "failed" and any(m in text for m in OOM_MARKERS):
         return "oom"
+    if outcome.status == "failed" and any(m.lower() in text for m in lost):
+        return "lost"
     return outcome.status
 
 
@@ -241,12 +245,13 @@ def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Plann
     started = datetime.now(UTC).isoformat(timespec="seconds")
     before = hostload.sample()
     job = trial_job(rt, prep, c, opts, ctx.mpirun, name, ctx.launcher.launch_time(time.time()))
-    env = {**ctx.env, **rt.env, **dict(prep.env)}
+    env = {**ctx.env, **rt.client_settings(), **rt.env, **dict(prep.env)}
     launched = ctx.launcher.run(rt, prep, job, env, opts.timeout, title(ctx.recipe, rt, job, c))
     outcome = launched.outcome
     own = ctx.launcher.owns_ranks(rt)
     host_load = hostload.during(before, hostload.sample(), outcome.wall_s, own=own)
-    ended = status(outcome)
+    ended = status(outcome, rt.service_lost)
+    why = f"{rt.service} stopped answering" if ended == "lost" else outcome.cause
     filed = Trial(
         schema=TRIAL_SCHEMA,
         campaign=ctx.campaign,
@@ -280,6 +285,7 @@ def _one_trial(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Plann
         started=started,
         wall_s=round(outcome.wall_s, 4),
         status=ended,
+        cause=why,
         exit_code=outcome.exit_code,
         result=outcome.result,
         output_tail=outcome.output_tail if ended != "ok" else "",

@@ -229,16 +229,26 @@ def _target(q: RunRequest, chosen: list[Runtime]) -> plan.Target | None:
     return plan.Target(units.percent("--precision", q.precision), budget, q.confidence)
 
 
-def _data_dir(q: RunRequest, data: list[str]) -> str | None:
-    """The real-data folder, made if missing (only when real data is asked for)."""
+def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
+    """The real-data folder, made if missing (only when real data is asked for, and not
+    by a dry run). One the benchmarks could neither read a data set from nor make one in
+    is refused now, not in every trial."""
     if "real" not in data:
         return None
-    folder = str((q.data_dir or paths.cache_dir() / "datasets").resolve())
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise KitError(f"--data-dir '{folder}' cannot be made: {e.strerror}") from None
-    return folder
+    folder = (q.data_dir or paths.cache_dir() / "datasets").resolve()
+    if not plan_only:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KitError(f"--data-dir '{folder}' cannot be made: {e.strerror}") from None
+    made = any(folder.glob(f"jpeg-*px-*/{benches.DATASET_STAMP}"))
+    if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK) and not made:
+        raise KitError(
+            f"--data-dir '{folder}' holds no data set kit made (jpeg-SIDEpx-N/"
+            f"{benches.DATASET_STAMP}) and is not writable, so none can be made there; give a "
+            "writable folder, or one holding a data set"
+        )
+    return str(folder)
 
 
 def check(q: RunRequest, plan_only: bool = False) -> Campaign:
@@ -261,7 +271,7 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
     if q.resume and q.out is None and not plan_only:
         raise KitError("--resume needs --out DIR, the campaign to continue")
-    data_dir = None if plan_only else _data_dir(q, data)
+    data_dir = _data_dir(q, data, plan_only)
     min_time = _min_time(q)
     bench_args = _bench_args(q.bench_arg, wanted, min_time)
     opts = plan.Options(

@@ -111,6 +111,9 @@ class Runtime:
     in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
     site_options: dict[str, SiteOption] = {}  # noqa: RUF012  (read-only) its --slurm-config keys
+    client_env: tuple[str, ...] = ()  # host settings its client reads (which engine, where)
+    service = ""  # a service its trials need beside the tool ("the Docker engine")
+    service_lost: tuple[str, ...] = ()  # what its client says when that service is gone
 
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""
@@ -119,6 +122,12 @@ class Runtime:
 
     def version(self) -> str:
         return tool_version([self.tool, *self.version_argv])
+
+    def client_settings(self) -> dict[str, str]:
+        """The host's settings of its client (e.g. DOCKER_HOST), for the client that starts
+        a trial to talk to the engine kit checked and prepared with; they do not enter
+        the container."""
+        return {k: os.environ[k] for k in self.client_env if k in os.environ}
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         raise NotImplementedError

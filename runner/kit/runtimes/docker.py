@@ -26,6 +26,10 @@ class Docker(Runtime):
     fix = "install docker.io and start dockerd (as root: ci/provision)"
     in_tree = False
     ranks_inside = True
+    client_env = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_TLS_VERIFY")
+    client_env += ("DOCKER_CERT_PATH",)
+    service = "the Docker engine"
+    service_lost = ("Cannot connect to the Docker daemon", "error during connect")
     site_options = {  # noqa: RUF012
         "allow_docker": SiteOption(
             schema.Field(bool), False, "only sites whose compute nodes run a Docker engine"

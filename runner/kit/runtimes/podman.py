@@ -27,6 +27,8 @@ class Podman(Runtime):
     fix = "apt-get install podman catatonit uidmap (as root: ci/provision)"
     in_tree = False  # conmon, not the launcher, is the container's parent
     ranks_inside = True
+    client_env = ("CONTAINER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF")
+    client_env += ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME")  # rootless store
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",

@@ -108,7 +108,34 @@ def test_failed_trial_keeps_output_tail():
         lambda: None,
     )
     assert (out.status, out.exit_code, out.result) == ("failed", 3, None)
-    assert out.output_tail == "boom"
+    assert out.output_tail == "boom" and out.cause == ""
+
+
+def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
+    """A rank the OOM killer (or anyone) kills is not a generic failure: the record says
+    which signal, whether kit's child died of it, a launcher reported it, or an engine
+    exited 128+N."""
+    out = process.run(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        dict(os.environ),
+        30,
+        "t-killed",
+        lambda: None,
+    )
+    assert (out.status, out.exit_code) == ("failed", -9)
+    assert (
+        out.cause
+        == "a rank was killed by SIGKILL (the kernel's OOM killer sends it, as does kill -9)"
+    )
+    hydra = "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 15"
+    assert process.cause(143, hydra) == "a rank was killed by SIGTERM"
+    assert process.cause(137, "") == process.cause(-9, "") == out.cause  # docker run: 128+9
+    hydra4 = "=   EXIT CODE: 9\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"
+    assert process.cause(9, hydra4) == out.cause  # MPICH 4's mpirun exits with the signal
+    assert process.cause(1, "mpirun noticed that process rank 1 exited on signal 11") == (
+        "a rank was killed by SIGSEGV"
+    )
+    assert process.cause(2, "usage: ...") == process.cause(None, "") == ""
 
 
 def test_parse_result_takes_last_bench_record():

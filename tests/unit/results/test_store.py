@@ -179,3 +179,34 @@ def test_a_report_reads_each_trial_once(tmp_path, capsys):
     assert twice.trials == once.trials == 12
     assert twice.skipped == [f"{b / store.FILE}: 24 record(s) identical to ones already read"]
     assert "24 record(s) identical to ones already read (skipped)" in capsys.readouterr().err
+
+
+FULL = """import json, resource, signal, sys
+from pathlib import Path
+from kit.results import store
+out = Path(sys.argv[1])
+store.append(out, json.loads(sys.argv[2]))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the limit: EFBIG, as a full disk ENOSPC
+size = (out / store.FILE).stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, resource.RLIM_INFINITY))
+store.append(out, json.loads(sys.argv[2]))
+"""
+
+
+def test_a_record_the_disk_cannot_hold_is_cut_back_off_and_printed(tmp_path):
+    """The file may hold 100 more bytes, the record needs more: the part written is
+    taken back (the file stays whole records), the record goes to stderr, one line says
+    how to go on."""
+    r = record("native", 100.0, campaign="c", index=0)
+    done = subprocess.run(
+        [sys.executable, "-c", FULL, str(tmp_path), json.dumps(r)], capture_output=True, text=True
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1 and "Traceback" in done.stderr  # raised, not caught here
+    assert lines[0] == f"kit: the unwritten record follows: {json.dumps(r, sort_keys=True)}"
+    assert lines[-1] == (
+        f"kit.core.errors.KitError: cannot write a record to '{tmp_path / store.FILE}': File "
+        f"too large; the records before it are kept: make room, then continue with kit run "
+        f"... --out {tmp_path} --resume"
+    )
+    assert (tmp_path / store.FILE).read_text() == json.dumps(r, sort_keys=True) + "\n"

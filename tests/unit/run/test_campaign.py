@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kit import cli
+from kit import cli, runtimes
 from kit.core import benches, paths
 from kit.core.errors import KitError
 from kit.results import analysis, store
@@ -106,6 +106,10 @@ def test_out_of_memory_is_a_result_whoever_reports_it():
     assert campaign.status(outcome("failed", None, tf_abort)) == "oom"
     assert campaign.status(outcome("failed", None, "Segmentation fault")) == "failed"
     assert campaign.status(outcome("timeout", None, "out of memory")) == "timeout"
+    gone = "docker: Cannot connect to the Docker daemon at unix:///x.sock. Is it running?"
+    lost = runtimes.get("docker").service_lost
+    assert campaign.status(outcome("failed", None, gone), lost) == "lost"  # --resume reruns it
+    assert campaign.status(outcome("failed", None, gone)) == "failed"
     assert "oom" in store.FINISHED
 
 

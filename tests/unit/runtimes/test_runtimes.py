@@ -8,7 +8,7 @@ import pytest
 from kit import runtimes
 from kit.core.errors import KitError
 from kit.image import engine
-from kit.runtimes import Job, Prepared, apptainer
+from kit.runtimes import Job, Prepared, apptainer, base
 from kit.runtimes.base import WORKLOAD_PREFIXES
 
 PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
@@ -172,3 +172,16 @@ def test_podman_rootless_with_dockers_settings(prep, monkeypatch):
         "--cpus=1.5", "IMG", "mpirun", "-np", "2", *PROG,
     ]  # fmt: skip
     assert (rt.runs, rt.launcher(2), rt.in_tree) == ("docker-archive", "mpirun in container", False)
+
+
+def test_a_trials_client_talks_to_the_engine_kit_prepared_with(monkeypatch):
+    """DOCKER_HOST (rootless Docker, a remote engine) reaches the docker client of every
+    trial, and only the clients that read it: trials otherwise start from user_env()."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/user/1000/docker.sock")
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///run/podman.sock")
+    assert runtimes.get("docker").client_settings() == {
+        "DOCKER_HOST": "unix:///run/user/1000/docker.sock"
+    }
+    assert runtimes.get("podman").client_settings()["CONTAINER_HOST"] == "unix:///run/podman.sock"
+    assert runtimes.get("singularity").client_settings() == {}
+    assert "DOCKER_HOST" not in base.user_env()

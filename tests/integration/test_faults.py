@@ -1,0 +1,237 @@
+"""Faults around a campaign, made for real: a results disk that fills up, a rank killed
+by a signal in the middle of a trial, the Docker engine going away mid-campaign."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import kit
+
+pytestmark = pytest.mark.integration
+
+FULL = Path("/srv/kit-test-full")  # a 2 MB file system of its own (ci/test mounts it)
+SMALL = ("--bench", "torch-cnn", "--model", "tiny", "--warmup-trials", "0", "--steps", "2")
+SMALL += ("--warmup-steps", "1", "--baseline-launches", "1")
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built):
+    """The results disk fills up mid-campaign: kit stops at once with one line, every
+    record in the file is whole, none already written is lost; once there is room again
+    --resume runs exactly the trials that are missing."""
+    if not os.path.ismount(FULL):
+        pytest.fail(f"{FULL} must be a small file system of its own (ci/test mounts it)")
+    out, filler = FULL / "run", FULL / "filler"
+    shutil.rmtree(out, ignore_errors=True)
+    filler.unlink(missing_ok=True)
+    room = os.statvfs(FULL)
+    filler.write_bytes(bytes(room.f_bavail * room.f_frsize - 20 * 1024))  # 20 KB left
+    args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native", "--np", "1", "--repeats", "10")
+    args = (*args, "--out", str(out))
+    try:
+        full = kit(*args, check=False)
+        assert full.returncode == 2, full.stderr[-2000:]
+        assert full.stderr.splitlines()[-1] == (
+            f"kit: error: cannot write a record to '{out / 'trials.jsonl'}': No space left on "
+            f"device; the records before it are kept: make room, then continue with kit run "
+            f"... --out {out} --resume"
+        )
+        kept = records(out)  # every line parses: nothing torn
+        assert 1 <= len(kept) < 10 and all(r["status"] == "ok" for r in kept)
+    finally:
+        filler.unlink()
+    kit(*args, "--resume")
+    after = records(out)
+    assert after[: len(kept)] == kept
+    assert sorted(r["index"] for r in after) == list(range(10))
+    shutil.rmtree(out)
+
+
+def marked(pid: int | str, marker_prefix: str) -> bool:
+    """The process's environment, or its parent's, holds KIT_TRIAL=marker_prefix...
+    (Apptainer's starter carries the trial's environment inside its engine configuration,
+    and gives its mount daemon an environment of its own)."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+        parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        env += Path(f"/proc/{parent}/environ").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return f"KIT_TRIAL={marker_prefix}".encode() in env
+
+
+def ours(marker_prefix: str, *needles: bytes) -> int | None:
+    """The pid of a process of a running trial whose environment or command line holds
+    every needle, if there is one."""
+    for entry in Path("/proc").iterdir():
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if all(n in env or n in cmd for n in needles) and marked(entry.name, marker_prefix):
+            return int(entry.name)
+    return None
+
+
+def rank_one(marker_prefix: str) -> int | None:
+    return ours(marker_prefix, b"PMI_RANK=1", b"torch_cnn.py")
+
+
+def caught(args: tuple[str, ...], find) -> tuple[subprocess.Popen, int]:
+    """Start `kit` with args; the pid `find()` names once one of its trials is running."""
+    run = subprocess.Popen(["kit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline, victim = time.monotonic() + 300, None
+    while victim is None and time.monotonic() < deadline and run.poll() is None:
+        victim = find()
+        time.sleep(0.2)
+    assert victim is not None, "the process to kill was never seen running"
+    time.sleep(2)  # in the trial's timed steps
+    return run, victim
+
+
+def test_a_rank_killed_mid_trial_is_filed_with_its_signal_and_the_campaign_goes_on(built, tmp_path):
+    """kill -9 (what the OOM killer sends) of rank 1 during the first trial: that trial
+    is filed failed with the signal named, the next trials run, nothing is left running."""
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native", "--np", "2", "--repeats", "3")
+    args = (*args, "--out", str(out))
+    args = (*args, "--bench-arg=--min-time=8")  # long enough to be caught in the act
+    campaign, victim = caught(args, lambda: rank_one("kit-"))
+    os.kill(victim, signal.SIGKILL)
+    _, err = campaign.communicate(timeout=900)
+    assert campaign.returncode == 0, err.decode()[-3000:]
+    recs = records(out)
+    failed = [r for r in recs if r["status"] != "ok"]
+    assert len(recs) == 3 and len(failed) == 1, [(r["status"], r["cause"]) for r in recs]
+    assert failed[0]["status"] == "failed" and "SIGKILL" in failed[0]["cause"], failed[0]
+    assert rank_one(f"kit-{failed[0]['campaign']}-") is None
+    text = kit("report", str(out)).stdout
+    assert f"failed (exit {failed[0]['exit_code']}; a rank was killed by SIGKILL" in text
+
+
+class EngineRelay:
+    """The Docker engine's socket relayed through one of ours (DOCKER_HOST): closing the
+    relay is, for every docker client kit starts, the engine dying; a new relay on the
+    same path is the engine back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.open = path, True
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen()
+        self.server.settimeout(0.2)
+        self.links: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while self.open:
+            try:
+                client, _ = self.server.accept()
+            except (TimeoutError, OSError):
+                continue
+            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            engine.connect("/var/run/docker.sock")
+            self.links += [client, engine]
+            for a, b in ((client, engine), (engine, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.open = False
+        self.server.close()
+        self.path.unlink()
+        for s in self.links:
+            s.close()
+
+
+def test_a_mount_daemon_killed_under_a_trial_leaves_nothing_mounted(built, tmp_path):
+    """Apptainer's squashfuse_ll dies under a running trial: the trial is filed (whatever
+    the rank made of losing its files), the campaign goes on, and no mount and no mount
+    daemon of the campaign is left."""
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--np", "1", "--repeats", "2", "--out", str(out))
+    args = (*args, "--runtime", "singularity", "--bench-arg=--min-time=8")
+    campaign, victim = caught(args, lambda: ours("kit-", b"squashfuse_ll"))
+    os.kill(victim, signal.SIGKILL)
+    _, err = campaign.communicate(timeout=900)
+    recs = records(out)
+    assert len(recs) == 2 and recs[1]["status"] == "ok", err.decode()[-3000:]
+    assert ours(f"kit-{recs[0]['campaign']}-", b"squashfuse") is None
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(out) not in mounts and "squashfuse" not in mounts
+
+
+def test_an_engine_that_stops_mid_campaign_loses_only_its_trials(built, tmp_path):
+    """The engine goes away once the campaign has started: each Docker trial is filed
+    lost, saying so, native trials go on, the run exits 1 naming the arm; with the
+    engine back, --resume runs the lost trials and nothing else."""
+    sock = tmp_path / "engine.sock"
+    relay = EngineRelay(sock)
+    env = {**os.environ, "DOCKER_HOST": f"unix://{sock}"}
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native,docker", "--np", "1")
+    args = (*args, "--repeats", "3", "--out", str(out))
+    run = subprocess.Popen(
+        ["kit", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen = []
+    for line in run.stderr:  # checked and prepared every runtime: the loop starts
+        seen.append(line)
+        if " trials to run " in line:
+            relay.close()
+            break
+    _, rest = run.communicate(timeout=900)
+    err = "".join(seen) + rest
+    assert run.returncode == 1, err[-3000:]
+    assert err.splitlines()[-1].startswith("kit: error: no trial of docker (3 lost) succeeded")
+    recs = records(out)
+    assert sorted((r["runtime"], r["status"]) for r in recs) == [
+        *[("docker", "lost")] * 3, *[("native", "ok")] * 3,
+    ]  # fmt: skip
+    assert {r["cause"] for r in recs if r["status"] == "lost"} == {
+        "the Docker engine stopped answering"
+    }
+    relay = EngineRelay(sock)
+    try:
+        kit(*args, "--resume", env=env)
+    finally:
+        relay.close()
+    again = records(out)[len(recs) :]
+    assert sorted((r["runtime"], r["status"]) for r in again) == [("docker", "ok")] * 3
+    assert {r["index"] for r in again} == {r["index"] for r in recs if r["status"] == "lost"}
+
+
+def test_a_data_folder_that_can_neither_be_read_nor_written_is_refused_before_any_trial():
+    """/etc holds no data set and (as an ordinary user) none can be made there: refused by
+    the dry run as by the run, not once per trial (ci/test runs this suite as one)."""
+    assert os.geteuid() != 0, "ci/test runs the integration suite as an ordinary user"
+    for plan in (("--dry-run",), ("--out", "/tmp/kit-never-made")):
+        p = kit("run", "pytorch-mpich", "--runtime", "native", "--data", "real",
+                "--data-dir", "/etc", *plan, check=False)  # fmt: skip
+        assert (p.returncode, p.stderr) == (
+            2,
+            "kit: error: --data-dir '/etc' holds no data set kit made (jpeg-SIDEpx-N/"
+            "kit-dataset.json) and is not writable, so none can be made there; give a "
+            "writable folder, or one holding a data set\n",
+        )
+    assert not Path("/tmp/kit-never-made").exists()
