@@ -30,12 +30,7 @@ def allgather(comm, nbytes: int, budget: float) -> dict:
     def once() -> None:
         comm.Allgather([send, MPI.FLOAT], [recv, MPI.FLOAT])
 
-    n = mpi_bench.iterations(comm, once, budget)
-    comm.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        once()
-    slowest = comm.allreduce((time.perf_counter() - t0) / n, MPI.MAX)
+    n, slowest = mpi_bench.collective(comm, once, budget)
     return {
         "bytes": nbytes,
         "iterations": n,
@@ -45,16 +40,9 @@ def allgather(comm, nbytes: int, budget: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
-    a = mpi_bench.parse_args(argv)
-    launch = a.launch_time or t_start
-    mpi = kitbench.mpi_library()
-    if mpi == "none":
-        print("allgather_bench: needs mpi4py (in every kit image)", file=sys.stderr)
-        return 2
+    a, launch, mpi, comm = mpi_bench.started("allgather_bench", argv)
     import mpi4py
 
-    comm = kitbench.mpi_comm()
     sizes = mpi_bench.sizes(a)
     first = allgather(comm, sizes[0], a.time_per_size)
     startup = time.time() - launch

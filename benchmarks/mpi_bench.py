@@ -94,6 +94,19 @@ def pingpong(comm, nbytes: int, budget: float) -> dict | None:
     }
 
 
+def collective(comm, once, budget: float) -> tuple[int, float]:
+    """Repetitions of a collective filling about `budget` seconds, and the slowest rank's
+    mean seconds for one."""
+    from mpi4py import MPI
+
+    n = iterations(comm, once, budget)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        once()
+    return n, comm.allreduce((time.perf_counter() - t0) / n, MPI.MAX)
+
+
 def allreduce(comm, nbytes: int, budget: float) -> dict:
     from mpi4py import MPI
 
@@ -103,26 +116,26 @@ def allreduce(comm, nbytes: int, budget: float) -> dict:
     def once() -> None:
         comm.Allreduce([send, MPI.FLOAT], [recv, MPI.FLOAT], op=MPI.SUM)
 
-    n = iterations(comm, once, budget)
-    comm.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        once()
-    mine = (time.perf_counter() - t0) / n
-    return {"bytes": nbytes, "iterations": n, "latency_us": comm.allreduce(mine, MPI.MAX) * 1e6}
+    n, slowest = collective(comm, once, budget)
+    return {"bytes": nbytes, "iterations": n, "latency_us": slowest * 1e6}
+
+
+def started(script: str, argv: list[str] | None) -> tuple[argparse.Namespace, float, str, object]:
+    """The options, the launch time, the MPI library loaded and COMM_WORLD; exits 2
+    without mpi4py."""
+    t_start = time.time()
+    a = parse_args(argv)
+    mpi = kitbench.mpi_library()
+    if mpi == "none":
+        print(f"{script}: needs mpi4py (in every kit image)", file=sys.stderr)
+        raise SystemExit(2)
+    return a, a.launch_time or t_start, mpi, kitbench.mpi_comm()
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
-    a = parse_args(argv)
-    launch = a.launch_time or t_start
-    mpi = kitbench.mpi_library()
-    if mpi == "none":
-        print("mpi_bench: needs mpi4py (in every kit image)", file=sys.stderr)
-        return 2
+    a, launch, mpi, comm = started("mpi_bench", argv)
     import mpi4py
 
-    comm = kitbench.mpi_comm()
     rank, size = comm.Get_rank(), comm.Get_size()
     budget = a.time_per_size
     first = allreduce(comm, a.min_bytes, budget)

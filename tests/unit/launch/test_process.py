@@ -99,14 +99,13 @@ def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
     assert cleaned == [True]
 
 
+def python(code: str, marker: str) -> process.Outcome:
+    """A trial whose command is this Python code."""
+    return process.run([sys.executable, "-c", code], dict(os.environ), 30, marker, lambda: None)
+
+
 def test_failed_trial_keeps_output_tail():
-    out = process.run(
-        [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"],
-        dict(os.environ),
-        30,
-        "t-fail",
-        lambda: None,
-    )
+    out = python("import sys; print('boom', file=sys.stderr); sys.exit(3)", "t-fail")
     assert (out.status, out.exit_code, out.result) == ("failed", 3, None)
     assert out.output_tail == "boom" and out.cause == ""
 
@@ -115,13 +114,7 @@ def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
     """A rank the OOM killer (or anyone) kills is not a generic failure: the record says
     which signal, whether kit's child died of it, a launcher reported it, or an engine
     exited 128+N."""
-    out = process.run(
-        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
-        dict(os.environ),
-        30,
-        "t-killed",
-        lambda: None,
-    )
+    out = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "t-killed")
     assert (out.status, out.exit_code) == ("failed", -9)
     assert (
         out.cause
