@@ -5,41 +5,46 @@ analysis groups trials by exactly those (kit.results.analysis.Key has them, a un
 holds the two together), so a report over several campaigns never pools a cpu
 build with a cuda one, fp32 with bf16, 3 timed steps with 100, or a local launch
 with a Slurm job. kit.trial/1 files (written before the steps were recorded) are
-read with those fields unknown: such trials group only with each other.
+read with those fields unknown: such trials group only with each other. The fields
+marked `read` are what every record must hold for --resume and the analysis to use
+it; the results store checks each line it reads against READ_FIELDS.
 """
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 
 SCHEMA = "kit.trial/2"
 READABLE = ("kit.trial/1", SCHEMA)
 KEY = {"key": True}
+READ = {"read": True}  # every record must hold it for --resume and the analysis to use it
+KEY_READ = {**KEY, **READ}
 
 
 @dataclass(frozen=True)
 class Trial:
-    schema: str
-    campaign: str
-    index: int  # position in the campaign's plan (what --resume counts)
-    warmup: bool  # a warm-up round's trial: recorded, left out of reports
+    schema: str = field(metadata=READ)
+    campaign: str = field(metadata=READ)
+    index: int = field(metadata=READ)  # position in the campaign's plan (what --resume counts)
+    warmup: bool = field(metadata=READ)  # a warm-up round's trial: recorded, not reported
     repeat: int  # the round: -W..-1 warm-up, 0.. measured (the analysis pairs by it)
     # what ran: every field that can change the result is part of the analysis key
-    image: str = field(metadata=KEY)
+    image: str = field(metadata=KEY_READ)
     variant: str = field(metadata=KEY)
-    bench: str = field(metadata=KEY)
-    model: str = field(metadata=KEY)
-    batch_size: int = field(metadata=KEY)
-    ranks: int = field(metadata=KEY)
+    bench: str = field(metadata=KEY_READ)
+    model: str = field(metadata=KEY_READ)
+    batch_size: int = field(metadata=KEY_READ)
+    ranks: int = field(metadata=KEY_READ)
     data: str = field(metadata=KEY)
     bench_args: list[str] = field(metadata=KEY)  # pass-through options, --min-time among them
     steps: int = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
     warmup_steps: int = field(metadata=KEY)
     launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, slurm
     # the runtime arm
-    runtime: str  # the arm: the runtime's name, or NAME@LABEL
+    runtime: str = field(metadata=READ)  # the arm: the runtime's name, or NAME@LABEL
     runtime_kind: str
-    runtime_version: str
-    runtime_settings: list[str]  # its fair defaults, and what preparing the image added
+    runtime_version: str = field(metadata=READ)
+    runtime_settings: list[str] = field(metadata=READ)  # fair defaults, what preparing added
     runtime_args: list[str]  # the user's pass-through options for this arm
     # provenance
     recipe_version: str
@@ -48,12 +53,13 @@ class Trial:
     mpirun: str | None  # the host launcher's version, for more than one rank
     slurm: dict | None  # job id, nodes, script
     argv: list[str]
-    host: dict
+    host: dict = field(metadata=READ)
     host_load: dict
     started: str
     # outcome
     wall_s: float
-    status: str  # ok, oom, failed, lost (its runtime's service went away), timeout, interrupted
+    # ok, oom, failed, lost (its runtime's service went away), timeout, interrupted
+    status: str = field(metadata=READ)
     cause: str  # what ended a failed or lost trial, when known (a signal, a lost service)
     exit_code: int | None
     result: dict | None  # the benchmark's own record (kit.bench/2)
@@ -67,6 +73,11 @@ class Trial:
 
 
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
+READ_FIELDS = {  # name -> the JSON type it must have (list for list[str], ...)
+    f.name: typing.get_origin(f.type) or f.type
+    for f in dataclasses.fields(Trial)
+    if f.metadata.get("read")
+}
 
 
 def launched_by(r: dict) -> str:

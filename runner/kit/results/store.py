@@ -24,29 +24,11 @@ from pathlib import Path
 from kit.core import benches
 from kit.core.errors import KitError
 from kit.core.paths import write_atomically
-from kit.results.record import READABLE
+from kit.results.record import READ_FIELDS, READABLE
 
 FILE = "trials.jsonl"
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
-
-# What every trial record must hold for --resume and the analysis to use it.
-RECORD = {
-    "schema": str,
-    "campaign": str,
-    "index": int,
-    "warmup": bool,
-    "status": str,
-    "runtime": str,
-    "runtime_version": str,
-    "runtime_settings": list,
-    "image": str,
-    "bench": str,
-    "model": str,
-    "batch_size": int,
-    "ranks": int,
-    "host": dict,
-}
 
 
 @dataclass
@@ -65,7 +47,7 @@ def shape_problem(record: object) -> str | None:
     """Why a parsed line is not a usable trial record, or None."""
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not a trial record"
-    for name, want in RECORD.items():
+    for name, want in READ_FIELDS.items():
         if not _kind(record.get(name), want):
             return f"field '{name}' is missing or not a {getattr(want, '__name__', 'number')}"
     if record["schema"] not in READABLE:
