@@ -1,5 +1,6 @@
 """Faults around a campaign, made for real: a results disk that fills up, a rank killed
-by a signal in the middle of a trial, the Docker engine going away mid-campaign."""
+by a signal in the middle of a trial, Apptainer's mount daemon dying, the Docker engine
+going away mid-campaign, the host's clock jumping."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -235,3 +237,31 @@ def test_a_data_folder_that_can_neither_be_read_nor_written_is_refused_before_an
             "writable folder, or one holding a data set\n",
         )
     assert not Path("/tmp/kit-never-made").exists()
+
+
+def test_a_clock_jump_mid_campaign_changes_labels_not_durations(built, tmp_path):
+    """kit's wall clock jumps 3 h forward after the first trial (libfaketime, monotonic
+    clocks left alone): trial durations and the budget come from monotonic clocks, so
+    the campaign still runs its 40 s, and only the start labels show the jump."""
+    import libfaketime
+
+    clock = tmp_path / "clock"
+    clock.write_text("+0\n")
+    _, faked = libfaketime.get_reload_information()
+    env = {**os.environ, **faked, "FAKETIME_TIMESTAMP_FILE": str(clock)}
+    assert faked["DONT_FAKE_MONOTONIC"] == "1"
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native", "--np", "1")
+    args = (*args, "--repeats", "2", "--precision", "1%", "--budget", "40s", "--out", str(out))
+    run = subprocess.Popen(["kit", *args], env=env, stderr=subprocess.PIPE, text=True)
+    while not (out / "trials.jsonl").is_file() or not (out / "trials.jsonl").stat().st_size:
+        assert run.poll() is None, run.stderr.read()[-3000:]
+        time.sleep(0.2)
+    clock.write_text("+3h\n")
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err[-3000:]
+    recs = records(out)
+    assert "budget 0.67 min spent after" in err and len(recs) >= 8, (len(recs), err[-2000:])
+    assert all(r["wall_s"] < 30 for r in recs)
+    first, last = (datetime.fromisoformat(r["started"]) for r in (recs[0], recs[-1]))
+    assert (last - first).total_seconds() > 3 * 3600 - 60  # the labels jumped
