@@ -1,6 +1,6 @@
 """Faults around a campaign, made for real: a results disk that fills up, a rank killed
-by a signal in the middle of a trial, Apptainer's mount daemon dying, the Docker engine
-going away mid-campaign, the host's clock jumping."""
+by a signal in the middle of a trial or by the kernel's OOM killer, Apptainer or its
+mount daemon dying, the Docker engine going away mid-campaign, the host's clock jumping."""
 
 import json
 import os
@@ -121,6 +121,43 @@ def test_a_rank_killed_mid_trial_is_filed_with_its_signal_and_the_campaign_goes_
     assert rank_one(f"kit-{failed[0]['campaign']}-") is None
     text = kit("report", str(out)).stdout
     assert f"failed (exit {failed[0]['exit_code']}; a rank was killed by SIGKILL" in text
+
+
+def test_a_rank_the_oom_killer_ends_is_filed_as_out_of_memory(built, tmp_path):
+    """A container's memory limit met for real: the kernel's OOM killer ends the rank
+    (SIGKILL, nothing the benchmark can catch). Not fitting is a result: the trial is
+    filed oom with the cause, the run exits 0 and the report lists the configuration."""
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--runtime", "docker", "--np", "1")
+    args = (*args, "--model", "resnet50", "--batch-size", "64", "--repeats", "1")
+    limit = ("--runtime-arg", "docker:--memory=700m", "--runtime-arg", "docker:--memory-swap=700m")
+    args = (*args, *limit)
+    kit(*args, "--out", str(out))
+    [r] = records(out)
+    assert r["status"] == "oom", r
+    assert r["cause"].startswith("a rank was killed by the kernel's OOM killer (SIGKILL; "), r
+    assert (
+        "| pytorch-mpich | torch-cnn | resnet50 | 64 | 1 | docker | 1 |"
+        in kit("report", str(out)).stdout
+    )
+
+
+def test_apptainer_killed_under_a_trial_is_filed_and_leaves_nothing(built, tmp_path):
+    """kill -9 of Apptainer's own process (the runtime parent that holds the container)
+    under a running trial: the trial is filed failed with the signal, the next trial
+    runs, and no process or mount of the campaign is left."""
+    out = tmp_path / "run"
+    args = ("run", "pytorch-mpich", *SMALL, "--np", "1", "--repeats", "2", "--out", str(out))
+    args = (*args, "--runtime", "singularity", "--bench-arg=--min-time=8")
+    campaign, victim = caught(args, lambda: ours("kit-", b"Apptainer runtime parent"))
+    os.kill(victim, signal.SIGKILL)
+    _, err = campaign.communicate(timeout=900)
+    recs = records(out)
+    assert [r["status"] for r in recs] == ["failed", "ok"], err.decode()[-3000:]
+    assert "SIGKILL" in recs[0]["cause"], recs[0]
+    assert ours(f"kit-{recs[0]['campaign']}-") is None  # no process of any of its trials
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(out) not in mounts and "squashfuse" not in mounts
 
 
 class EngineRelay:

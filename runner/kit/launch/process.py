@@ -44,6 +44,7 @@ class Outcome:
     output_tail: str
     stuck: tuple[dict, ...] = ()  # on timeout: the processes still running, ranks first
     cause: str = ""  # a failed trial ended by a signal: which, as far as can be told
+    oom_killed: bool = False  # a rank died of SIGKILL while the kernel's OOM killer acted
 
 
 # Who reports a rank's death by a signal, and how: MPICH's Hydra (4.x, then 3.x), Open MPI
@@ -54,10 +55,22 @@ SIGNAL_REPORTS = (
 )
 
 
-def cause(exit_code: int | None, output: str) -> str:
-    """Why a trial failed when a signal ended a rank: our child killed by one (a negative
-    code), a launcher or container engine exiting 128+N (Docker, Podman, shells), or the
-    MPI launcher's own report. SIGKILL is what the kernel's OOM killer sends."""
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has ended on this host since boot
+    (/proc/vmstat, readable by anyone; the count covers every cgroup, a container's too)."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def ending_signal(exit_code: int | None, output: str) -> int | None:
+    """The signal that ended a rank: the MPI launcher's own report, our child killed by one
+    (a negative code), or a launcher or container engine exiting 128+N (Docker, Podman,
+    shells)."""
     number = None
     for pattern in SIGNAL_REPORTS:
         if m := pattern.search(output):
@@ -67,12 +80,19 @@ def cause(exit_code: int | None, output: str) -> str:
             number = -exit_code
         elif 128 < exit_code < 128 + signal.NSIG:
             number = exit_code - 128
+    return number
+
+
+def cause(exit_code: int | None, output: str, oom_kills: int = 0) -> str:
+    """Why a trial failed when a signal ended a rank. SIGKILL is what the kernel's OOM
+    killer sends: when the host counted OOM kills during the trial, that is the cause."""
     try:
-        name = signal.Signals(number).name if number else ""
+        name = signal.Signals(ending_signal(exit_code, output) or 0).name
     except ValueError:
         return ""
-    if not name:
-        return ""
+    if name == "SIGKILL" and oom_kills:
+        kills = f"{oom_kills} OOM kill{'s' if oom_kills > 1 else ''} on this host during the trial"
+        return f"a rank was killed by the kernel's OOM killer (SIGKILL; {kills})"
     why = " (the kernel's OOM killer sends it, as does kill -9)" if name == "SIGKILL" else ""
     return f"a rank was killed by {name}{why}"
 
@@ -259,6 +279,7 @@ def run(
     """Run argv to completion, timeout or Ctrl-C. Output goes to files, not pipes, so the
     end of the launcher, not the end of every inherited descriptor, ends the wait."""
     env = {**env, "KIT_TRIAL": marker}
+    kills_before = oom_kills()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(
@@ -299,5 +320,10 @@ def run(
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
     lines = TIMEOUT_TAIL_LINES if status == "timeout" else TAIL_LINES
     tail = "\n".join((stderr + stdout).strip().splitlines()[-lines:])
-    why = cause(proc.returncode, stderr + stdout) if status == "failed" else ""
-    return Outcome(status, proc.returncode, wall, result, tail, stuck, why)
+    why, oom = "", False
+    if status == "failed":
+        kills_after = oom_kills()
+        kills = 0 if kills_before is None or kills_after is None else kills_after - kills_before
+        why = cause(proc.returncode, stderr + stdout, kills)
+        oom = kills > 0 and ending_signal(proc.returncode, stderr + stdout) == signal.SIGKILL
+    return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom)

@@ -27,7 +27,8 @@ from kit.run.plan import Config, Design, Options, Planned, auto_min_time, stop_r
 from kit.runtimes import Job, Prepared, Runtime
 from kit.runtimes.base import user_env
 
-OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory")
+# What a rank or its launcher prints when memory ran out (Slurm's step daemon: the last one)
+OOM_MARKERS = ("out of memory", "ran out of memory", "cannot allocate memory", "oom-kill event")
 
 
 def program(
@@ -47,10 +48,11 @@ def program(
 
 def status(outcome: process.Outcome, lost: tuple[str, ...] = ()) -> str:
     """The trial's status; a run that did not fit in memory is a result (oom), whether the
-    benchmark reported it or the process died saying so (TensorFlow aborts); a trial whose
+    benchmark reported it, the process died saying so (TensorFlow aborts) or the kernel's
+    OOM killer ended a rank (a container's memory limit, a full node); a trial whose
     runtime's service went away (its client says one of `lost`) is lost, and --resume
     runs it again."""
-    if outcome.result and outcome.result.get("status") == "oom":
+    if outcome.oom_killed or (outcome.result and outcome.result.get("status") == "oom"):
         return "oom"
     text = outcome.output_tail.lower()
     if outcome.status == "failed" and any(m in text for m in OOM_MARKERS):

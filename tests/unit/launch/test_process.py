@@ -129,6 +129,12 @@ def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
         "a rank was killed by SIGSEGV"
     )
     assert process.cause(2, "usage: ...") == process.cause(None, "") == ""
+    assert process.cause(137, "", oom_kills=2) == (
+        "a rank was killed by the kernel's OOM killer (SIGKILL; 2 OOM kills on this host "
+        "during the trial)"
+    )
+    assert process.cause(143, hydra, oom_kills=1) == "a rank was killed by SIGTERM"
+    assert not out.oom_killed and isinstance(process.oom_kills(), int)
 
 
 def test_parse_result_takes_last_bench_record():

@@ -104,6 +104,10 @@ def test_out_of_memory_is_a_result_whoever_reports_it():
     assert campaign.status(outcome("failed", {"status": "oom"})) == "oom"
     tf_abort = "Allocator (mklcpu) ran out of memory trying to allocate 3.06GiB"
     assert campaign.status(outcome("failed", None, tf_abort)) == "oom"
+    slurm = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0."
+    assert campaign.status(outcome("failed", None, slurm)) == "oom"
+    killed = campaign.process.Outcome("failed", 137, 1.0, None, "", oom_killed=True)
+    assert campaign.status(killed) == "oom"  # the kernel's OOM killer, counted by process.run
     assert campaign.status(outcome("failed", None, "Segmentation fault")) == "failed"
     assert campaign.status(outcome("timeout", None, "out of memory")) == "timeout"
     gone = "docker: Cannot connect to the Docker daemon at unix:///x.sock. Is it running?"
