@@ -15,7 +15,7 @@ from ..records import record
 SMALL = {
     "nchc2019-runtimes": [
         "run horovod-mpich --runtime native,docker,singularity --bench tf-cnn --model resnet50 "
-        "--batch-size 4 --steps 3 --warmup-steps 1 --min-time 2 --precision 2% --budget 12m "
+        "--batch-size 4 --steps 3 --warmup-steps 1 --min-time 2 --precision 4% --budget 25m "
         "--out OUT/tf-resnet50"
     ],
     "cscs2017-inception3": [
