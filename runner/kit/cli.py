@@ -27,7 +27,8 @@ def _sizes(chosen: list) -> dict[str, str]:
 
     try:
         engine.server_version()
-    except KitError:
+    except KitError as e:
+        print(f"kit: note: SIZE not shown: {e}", file=sys.stderr)
         return {}
     out = {}
     for r in chosen:
