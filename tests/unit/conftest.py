@@ -7,9 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from kit.image import engine, recipes
 from kit.runtimes import RUNTIMES
+
+# Hypothesis keeps nothing in the checkout: CI's job user cannot write into the root-owned
+# clone (a failing example is printed with its seed anyway). Without its cache, the first
+# text drawn in a run builds Hypothesis' Unicode tables (about 1 s), which its too_slow
+# health check took for a slow strategy when that test ran first.
+settings.register_profile("kit", database=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kit")
 
 
 @pytest.fixture
