@@ -176,7 +176,7 @@ def _run_legs(
     from kit.run import presets
 
     for i, leg in enumerate(p.legs, 1):
-        args = presets.argv(leg, out, a.full)
+        args = presets.argv(p, leg, out, a.full)
         if a.dry_run:
             args.append("--dry-run")
         elif a.resume and store.has_campaign(out / leg.name):
@@ -417,13 +417,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--precision",
         metavar="PCT",
-        help="keep adding rounds until every comparison with native is known to within "
-        "±PCT (e.g. 2%%), or --budget is spent; --repeats is then the fewest rounds",
+        help="keep adding rounds until every comparison (with native, or as --baseline "
+        "says) is known to within ±PCT (e.g. 2%%), or --budget is spent; --repeats is then "
+        "the fewest rounds",
     )
     s.add_argument(
         "--budget",
         metavar="TIME",
         help="with --precision: the most wall time to spend, e.g. 30m, 90s, 1h (default 30m)",
+    )
+    s.add_argument(
+        "--baseline",
+        metavar="ARM|all",
+        help="the arm every other is compared with (default: native), e.g. docker; 'all' "
+        "also compares every other pair (e.g. singularity over docker) in one family. "
+        "--precision waits for these comparisons, and kit report uses it unless given "
+        "its own",
     )
     s.add_argument(
         "--confidence",
@@ -516,7 +525,8 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--baseline",
-        help="the arm every other is compared with (default: native, or a preset's own), "
+        help="the arm every other is compared with (default: the campaign's kit run "
+        "--baseline or a preset's own, else native), "
         "e.g. docker; 'all' "
         "also compares every other pair (e.g. singularity over docker), in one family",
     )

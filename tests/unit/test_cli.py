@@ -47,6 +47,17 @@ def kit(*args, env=None):
             ["run", "pytorch-mpich", "--runtime", "docker", "--precision", "2%", "--dry-run"],
             "--precision compares every arm with native: add native to --runtime",
         ),
+        (
+            ["run", "pytorch-mpich", "--runtime", "native", "--baseline", "docker", "--dry-run"],
+            "--baseline 'docker' is not an arm of --runtime (native); choose one of them, or",
+        ),
+        (
+            [
+                *("run", "pytorch-mpich", "--runtime=docker,podman", "--baseline=all"),
+                *("--precision=2%", "--dry-run"),
+            ],
+            "--precision compares every arm with native: add native to --runtime",
+        ),
         (["run", "pytorch-mpich", "--min-time", "-1", "--dry-run"], "--min-time -1 must be"),
         (["run", "pytorch-mpich", "--min-time", "auto", "--warmup-trials", "0"], "use --warmup"),
         (["run", "pytorch-mpich", "--baseline-launches", "0"], "--baseline-launches 0 must be"),

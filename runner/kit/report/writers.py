@@ -605,7 +605,7 @@ def write(
     preset's folder brings its legs, its baseline (unless one is given) and its
     published figures."""
     dirs, preset = presets.expand(out_dirs)
-    chosen = baseline or (preset.baseline if preset else analysis.REFERENCE)
+    chosen = baseline or (preset.baseline if preset else analysis.saved_baseline(dirs))
     a = analysis.analyse(dirs, confidence, allow_mismatch, chosen)
     if preset:
         a.preset = {"name": preset.name, "title": preset.title, "question": preset.question}

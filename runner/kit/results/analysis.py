@@ -320,6 +320,13 @@ def targets(out_dirs: list[Path]) -> float | None:
     return min((float(x) for x in found if isinstance(x, int | float)), default=None)
 
 
+def saved_baseline(out_dirs: list[Path]) -> str:
+    """The baseline the campaigns were run with (kit run --baseline), when they agree;
+    else native."""
+    found = {store.settings(d).get("baseline", REFERENCE) for d in out_dirs}
+    return found.pop() if len(found) == 1 else REFERENCE
+
+
 def analyse(
     out_dirs: list[Path],
     confidence: float = 0.95,

@@ -128,6 +128,7 @@ class Target:
     precision: float  # relative half-width, e.g. 0.02
     budget_s: float
     confidence: float = 0.95
+    baseline: str = analysis.REFERENCE  # the report's family: an arm, or ALL_PAIRS
 
 
 @dataclass(frozen=True)
@@ -162,11 +163,12 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
         return None
     if t is None:
         return ""
-    a = analysis.summarise(records, "", t.confidence)
-    ratios = [arm.ratio for g in a.groups for arm in g.arms if arm.ratio is not None]
-    widths = ", ".join(
-        f"{arm.runtime} ±{arm.half_width:.1%}" for g in a.groups for arm in g.arms if arm.ratio
-    )
+    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    compared = [(arm.runtime, arm) for g in a.groups for arm in g.arms]
+    compared += [(f"{arm.runtime}/{arm.against}", arm) for g in a.groups for arm in g.pairs]
+    compared = [(name, arm) for name, arm in compared if arm.ratio is not None]
+    ratios = [arm.ratio for _, arm in compared]
+    widths = ", ".join(f"{name} ±{arm.half_width:.1%}" for name, arm in compared)
     if ratios and stats.precise(ratios, t.precision):
         return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({widths})"
     spent = sum(r["wall_s"] for r in records)
@@ -195,8 +197,9 @@ def describe(design: Design, opts: Options) -> str:
             "shares its noise)"
         )
     if design.target:
+        family = " (every pair)" if design.target.baseline == analysis.ALL_PAIRS else ""
         lines.append(
-            f"then a round at a time until every comparison is within "
+            f"then a round at a time until every comparison{family} is within "
             f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} "
             "are spent"
         )

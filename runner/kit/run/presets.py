@@ -17,7 +17,7 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.results import stats, store
-from kit.results.analysis import Analysis
+from kit.results.analysis import REFERENCE, Analysis
 
 KINDS = ("ratio", "bench_ratio", "efficiency", "io_overhead", "oom", "elsewhere")
 
@@ -85,9 +85,12 @@ def load(name: str) -> Preset:
     return preset
 
 
-def argv(leg: Leg, out: Path, full: bool) -> list[str]:
-    """The `kit run` arguments of one leg, filed under the preset's results folder."""
-    return ["run", leg.image, *(leg.full if full else leg.args), "--out", str(out / leg.name)]
+def argv(preset: Preset, leg: Leg, out: Path, full: bool) -> list[str]:
+    """The `kit run` arguments of one leg, filed under the preset's results folder; a
+    baseline other than native goes to the run, whose --precision waits for it."""
+    own = [] if preset.baseline == REFERENCE else ["--baseline", preset.baseline]
+    args = [*(leg.full if full else leg.args), *own]
+    return ["run", leg.image, *args, "--out", str(out / leg.name)]
 
 
 def save(preset: Preset, out: Path, full: bool) -> None:

@@ -18,6 +18,7 @@ from kit.core.errors import KitError
 from kit.image import recipes
 from kit.image.recipes import Recipe
 from kit.launch import slurm
+from kit.results import analysis
 from kit.run import plan
 from kit.runtimes import Runtime
 
@@ -52,6 +53,7 @@ class RunRequest:
     precision: str | None
     budget: str | None
     confidence: float
+    baseline: str | None
     resume: bool
     out: Path | None
 
@@ -218,15 +220,31 @@ def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
     return site, ranks
 
 
-def _target(q: RunRequest, chosen: list[Runtime]) -> plan.Target | None:
+def _target(q: RunRequest, chosen: list[Runtime], baseline: str) -> plan.Target | None:
     if q.precision is None:
         if q.budget is not None:
             raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
         return None
-    if "native" not in [rt.arm for rt in chosen]:
-        raise KitError("--precision compares every arm with native: add native to --runtime")
+    ref = analysis.REFERENCE if baseline == analysis.ALL_PAIRS else baseline
+    if ref not in [rt.arm for rt in chosen]:
+        raise KitError(f"--precision compares every arm with {ref}: add {ref} to --runtime")
     budget = units.duration("--budget", q.budget or "30m")
-    return plan.Target(units.percent("--precision", q.precision), budget, q.confidence)
+    precision = units.percent("--precision", q.precision)
+    return plan.Target(precision, budget, q.confidence, baseline)
+
+
+def _baseline(q: RunRequest, chosen: list[Runtime]) -> str:
+    """The arm the report compares every other with (or every pair: 'all'), which a
+    precision-targeted campaign's stop rule waits for too."""
+    arms = [rt.arm for rt in chosen]
+    if q.baseline is None or q.baseline == analysis.ALL_PAIRS:
+        return q.baseline or analysis.REFERENCE
+    if q.baseline not in arms:
+        raise KitError(
+            f"--baseline '{q.baseline}' is not an arm of --runtime ({', '.join(arms)}); "
+            f"choose one of them, or '{analysis.ALL_PAIRS}' for every pair"
+        )
+    return q.baseline
 
 
 def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
@@ -263,7 +281,8 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     _numbers(q)
     wanted, models, data = _benchmarks(q, r)
     site, ranks = _launch(q)
-    target = _target(q, chosen)
+    baseline = _baseline(q, chosen)
+    target = _target(q, chosen, baseline)
     runtime_args = _runtime_args(q.runtime_arg, chosen)
     configs = plan.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
     arms = [rt.arm for rt in chosen]
@@ -307,4 +326,6 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         "launcher": q.launcher,
         "slurm": dataclasses.asdict(site) if site else None,
     }
+    if baseline != analysis.REFERENCE:  # campaigns saved before --baseline still resume
+        spec["baseline"] = baseline
     return Campaign(r, q.variant, chosen, design, opts, spec)

@@ -348,6 +348,17 @@ def test_all_pairs_in_one_family(tmp_path):
     ]
 
 
+def test_the_report_compares_as_the_run_was_told_to(tmp_path):
+    """kit run --baseline all saves it with the campaign: kit report then holds every
+    pair without being told again, and its own --baseline still wins."""
+    store.open_campaign(tmp_path, {"baseline": "all"}, resume=False)
+    three_arms(tmp_path)
+    _, text = writers.write([tmp_path], "md", 0.95, False)
+    assert "\n| singularity | docker | 1.1" in text
+    _, text = writers.write([tmp_path], "md", 0.95, False, "native")
+    assert "| runtime | over |" not in text
+
+
 def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
     """Variant and benchmark options are part of what was measured: a cuda campaign, or
     a bf16 one, is never pooled with a cpu fp32 one."""

@@ -45,6 +45,31 @@ def test_stops_when_every_comparison_is_precise_enough():
     assert plan.stop_reason(d, tight, 6) is None  # fewer than warm-up + repeats
 
 
+def test_with_every_pair_compared_the_rule_waits_for_the_pairs_too():
+    """`--baseline all` (the nchc2019-runtimes preset): the report holds singularity over
+    docker in the family, so the stop rule waits for that pair and for the wider
+    Bonferroni level of three comparisons, not two."""
+    rng, recs = random.Random(1), []
+    for r in range(12):
+        for i, rt in enumerate(("native", "docker", "singularity")):
+            rate = 1000 * math.exp(rng.gauss(0, 0.02))
+            recs.append(record(rt, rate, repeat=r, index=3 * r + i, wall_s=2.0))
+    arms = ["native", "docker", "singularity"]
+
+    def why(baseline):
+        target = plan.Target(0.0195, 3600, 0.95, baseline)
+        return plan.stop_reason(plan.Design(arms, [CONFIG], 6, 1, 0, target), recs, 13)
+
+    assert why("native") == (
+        "precision ±1.9% reached after 13 rounds (docker ±1.2%, singularity ±1.9%)"
+    )
+    assert why("all") is None  # the same trials: singularity ±2.0 %, the pair ±2.8 %
+    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.0195, 1, 0.95, "all"))
+    assert plan.stop_reason(d, recs, 13).endswith(
+        "(docker ±1.2%, singularity ±2.0%, singularity/docker ±2.8%)"
+    )
+
+
 def test_stops_when_the_next_round_would_overrun_the_budget():
     d = design(plan.Target(0.02, 100))
     noisy = rounds_of(random.Random(1), 12, 0.10, wall=4.0)  # 96 s spent, 8 s a round

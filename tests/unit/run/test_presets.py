@@ -16,6 +16,7 @@ SMALL = {
     "nchc2019-runtimes": [
         "run horovod-mpich --runtime native,docker,singularity --bench tf-cnn --model resnet50 "
         "--batch-size 4 --steps 3 --warmup-steps 1 --min-time 2 --precision 4% --budget 25m "
+        "--baseline all "
         "--out OUT/tf-resnet50"
     ],
     "cscs2017-inception3": [
@@ -52,7 +53,7 @@ SMALL = {
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
     p = presets.load(name)
-    got = [" ".join(presets.argv(leg, tmp_path, full=False)) for leg in p.legs]
+    got = [" ".join(presets.argv(p, leg, tmp_path, full=False)) for leg in p.legs]
     assert got == [x.replace("OUT", str(tmp_path)) for x in SMALL[name]]
     for leg in p.legs:
         assert "--variant" in leg.full and "cuda" in leg.full  # the papers ran on GPUs
