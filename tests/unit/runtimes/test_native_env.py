@@ -1,5 +1,7 @@
 """The native runtime refuses what cannot be the same software as the image."""
 
+import os
+
 import pytest
 
 from kit.core.errors import KitError
@@ -51,6 +53,10 @@ def test_a_built_environment_keeps_saying_where_its_compiled_packages_came_from(
     """The records' digest for native names the image whose wheels it installed, run
     after run, without rebuilding; a rebuilt image (another id) makes it again."""
     monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    dpkg = tmp_path / "dpkg-query"  # a Debian host, injected: its answers are too
+    dpkg.write_text("#!/bin/sh\nexit 99\n")
+    dpkg.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setattr(native_env, "host_suite", lambda: "bookworm")
     monkeypatch.setattr(native_env, "mismatches", lambda r: [])
     r = recipes.load("horovod-mpich")
