@@ -171,16 +171,11 @@ def _run_preset(a: argparse.Namespace) -> None:
 def _run_legs(
     a: argparse.Namespace, p: "presets.Preset", out: Path, kit_parser: argparse.ArgumentParser
 ) -> None:
-    """Each leg as its own `kit run` in OUT/LEG (continued with --resume if started)."""
-    from kit.results import store
+    """Each leg as its own `kit run` in OUT/LEG."""
     from kit.run import presets
 
     for i, leg in enumerate(p.legs, 1):
-        args = presets.argv(p, leg, out, a.full)
-        if a.dry_run:
-            args.append("--dry-run")
-        elif a.resume and store.has_campaign(out / leg.name):
-            args.append("--resume")
+        args = presets.argv(p, leg, out, a.full, dry_run=a.dry_run, resume=a.resume)
         print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
         cmd_run(kit_parser.parse_args(args))
 

@@ -85,12 +85,19 @@ def load(name: str) -> Preset:
     return preset
 
 
-def argv(preset: Preset, leg: Leg, out: Path, full: bool) -> list[str]:
+def argv(
+    preset: Preset, leg: Leg, out: Path, full: bool, *, dry_run: bool = False, resume: bool = False
+) -> list[str]:
     """The `kit run` arguments of one leg, filed under the preset's results folder; a
-    baseline other than native goes to the run, whose --precision waits for it."""
+    baseline other than native goes to the run, whose --precision waits for it. With
+    resume, a leg that has started continues and one that has not starts afresh."""
     own = [] if preset.baseline == REFERENCE else ["--baseline", preset.baseline]
-    args = [*(leg.full if full else leg.args), *own]
-    return ["run", leg.image, *args, "--out", str(out / leg.name)]
+    args = ["run", leg.image, *(leg.full if full else leg.args), *own, "--out", str(out / leg.name)]
+    if dry_run:
+        args.append("--dry-run")
+    elif resume and store.has_campaign(out / leg.name):
+        args.append("--resume")
+    return args
 
 
 def save(preset: Preset, out: Path, full: bool) -> None:

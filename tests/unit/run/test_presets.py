@@ -60,6 +60,17 @@ def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
         assert leg.full[:2] == ["--launcher", "slurm"]  # on a cluster
 
 
+def test_a_resumed_preset_continues_the_legs_it_started_and_starts_the_rest(tmp_path):
+    p = presets.load("cscs2018-frameworks")
+    first, second = p.legs[0], p.legs[1]
+    (tmp_path / first.name).mkdir()
+    (tmp_path / first.name / store.SPEC_FILE).write_text("{}")
+    assert presets.argv(p, first, tmp_path, False, resume=True)[-1] == "--resume"
+    assert "--resume" not in presets.argv(p, second, tmp_path, False, resume=True)
+    dry = presets.argv(p, first, tmp_path, False, dry_run=True, resume=True)
+    assert dry[-1] == "--dry-run" and "--resume" not in dry
+
+
 @pytest.mark.usefixtures("host_tools")
 def test_every_preset_lists_and_plans(capsys):
     """`kit presets` lists each; every leg (both sizes) passes kit run's own checks."""
