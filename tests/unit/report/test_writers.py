@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import KitError
-from kit.report import plots, writers
+from kit.report import document, plots, writers
 from kit.results import analysis, stats, store
 
 from ..records import record
@@ -29,7 +29,7 @@ def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
 
 
 def md(out_dir, **kw):
-    return writers.markdown(analysis.analyse([out_dir], **kw))
+    return writers.render(analysis.analyse([out_dir], **kw), "md")
 
 
 def rows_of(text):
@@ -93,7 +93,7 @@ def test_scaling_efficiency_against_one_rank(tmp_path):
     assert s.efficiency.value == pytest.approx(0.8)
     assert (
         "| pytorch-mpich | torch-cnn | tiny | synthetic | 32 | 2 | native | 0.800 ["
-        in writers.markdown(a)
+        in writers.render(a, "md")
     )
 
 
@@ -140,7 +140,7 @@ def test_io_overhead_from_real_and_synthetic_data(tmp_path):
     assert (x.key.data, x.runtime) == ("real", "native")
     assert x.overhead.value == pytest.approx(0.25)
     assert x.overhead.low <= 0.25 <= x.overhead.high
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## I/O overhead" in text and "| native | 0.250 [" in text
     assert "· real data" in text
     rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
@@ -186,7 +186,7 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
          "ranks": 2, "runtime": "docker", "trials": 1}
     ]  # fmt: skip
     assert a.not_ok == [] and len(a.groups) == 1  # sweeps are not throughput groups
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## MPI (mpi4py): ping-pong between ranks 0 and 1" in text
     assert (
         "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] "
@@ -220,7 +220,7 @@ def test_local_and_slurm_campaigns_side_by_side(tmp_path):
         store.append(batch, record("native", 990.0 + i, launcher="slurm"))
     a = analysis.analyse([local, batch])
     assert [g.key.launcher for g in a.groups] == ["local", "slurm"]
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · via slurm\n" in text
     assert text.startswith("# kit report: pytorch-mpich (torch-cnn), on ?\n")  # no hostname
@@ -240,7 +240,7 @@ def test_the_title_names_the_campaign_not_the_path_asked_for(tmp_path, monkeypat
                 ),
             )
     monkeypatch.chdir(tmp_path)
-    text = writers.markdown(analysis.analyse([Path(".")]))
+    text = writers.render(analysis.analyse([Path(".")]), "md")
     assert text.startswith(
         "# kit report: pytorch-mpich (torch-cnn), 2026-11-23 18:37 to 18:42 UTC, on vm\n"
     )
@@ -261,12 +261,12 @@ def test_the_precision_cell_says_one_thing():
         half_width=0.284,
         precision="not reached",
     )
-    assert writers._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
+    assert document._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
     assert (
-        writers._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
+        document._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
         == "±1.8% (target ±2.0% reached)"
     )
-    assert writers._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
+    assert document._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
 
 
 def paired_campaign(out, rounds, seed=5):
@@ -287,7 +287,7 @@ def test_confidence_flag_end_to_end(tmp_path):
     assert r99.low < r95.low and r95.high < r99.high
     paired_campaign(tmp_path / "seven", 7)
     rows95, rows99 = (
-        rows_of(writers.markdown(analysis.analyse([tmp_path / "seven"], confidence=c)))
+        rows_of(writers.render(analysis.analyse([tmp_path / "seven"], confidence=c), "md"))
         for c in (0.95, 0.99)
     )
     assert "†" not in rows95["native"].split(" | ")[2]
@@ -336,7 +336,7 @@ def test_all_pairs_in_one_family(tmp_path):
     (pair,) = a.groups[0].pairs
     assert (pair.runtime, pair.against, pair.verdict) == ("singularity", "docker", "faster")
     assert pair.ratio.value == pytest.approx(1.1, abs=0.01)
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "| runtime | over | ratio [CI] |" in text
     assert "\n| singularity | docker | 1.1" in text and "Bonferroni: each at 98.33%" in text
     rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
@@ -374,7 +374,7 @@ def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
         ("cpu", "--precision bf16"),
         ("cuda", ""),
     ]
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s) · cuda\n" in text
     assert "· 2 rank(s) · --precision bf16\n" in text
     rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
@@ -411,7 +411,7 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
     assert keys[:3] == [("skew", "non-serialized", 8), ("skew", "non-serialized", 64),
                         ("skew", "serialized", 8)]  # fmt: skip
     assert len(keys) == 8 and a.groups == []
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## gRPC: Echo from rank 0 to rank 1" in text
     assert "## gRPC: parameter-server push and pull, every rank to each server" in text
     assert (
@@ -433,7 +433,7 @@ def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
         arm.ratio = stats.Interval((low + high) / 2, low, high, 0.99)
         arm.verdict = stats.verdict(arm.ratio)
         a.groups[0].arms.append(arm)
-    return writers.answers(a)
+    return document.answers(a)
 
 
 def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
@@ -494,7 +494,7 @@ def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
         r["result"] = {"mpi_library": "MPICH 4.0.2", "startup_s": 0.1, "allgather": rows}
         store.append(tmp_path, r)
     a = analysis.analyse([tmp_path])
-    text = writers.markdown(a)
+    text = writers.render(a, "md")
     assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
     assert (
         "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] | received MB/s [CI] "

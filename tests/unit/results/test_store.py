@@ -80,7 +80,7 @@ def test_report_header_counts_skipped_lines(tmp_path):
     from kit.report import writers
     from kit.results import analysis
 
-    text = writers.markdown(analysis.analyse([tmp_path]))
+    text = writers.render(analysis.analyse([tmp_path]), "md")
     assert "1 unreadable lines skipped." in text.splitlines()[2]
 
 

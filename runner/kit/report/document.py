@@ -1,0 +1,502 @@
+"""The report as one document, built once from an analysis: sections of titled tables,
+paragraphs, lists and figures, plus the per-arm numbers. The writers only render it, so
+the formats cannot disagree, and a new table is one Section here."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from kit.core import benches
+from kit.report import plots
+from kit.results import analysis, stats
+from kit.results.analysis import Analysis, Arm, Group, Key
+
+NOTES = (
+    "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
+    "Ratios to the baseline arm: paired by round (every arm runs in every round, in a "
+    "seeded random order; the baseline may run more than once a round, its launches then "
+    "averaged), the Hodges-Lehmann estimate of the per-round log ratios with the exact "
+    "Wilcoxon signed-rank interval; launches another job slowed (far slower than their "
+    "arm and round predict) are left out of the ratios and named; unpaired (Mann-Whitney "
+    "interval of the shift) only where no round has both arms. The verdicts form one "
+    "family: each ratio's interval is Bonferroni-adjusted over the report's comparisons, "
+    "so all verdicts hold together at the stated confidence; other intervals are each at "
+    "that confidence. † fewer trials than the interval needs at its confidence: the range "
+    "shown is min to max. "
+    "'Detectable' is the smallest difference this campaign's own spread would reveal "
+    f"with {stats.POWER:.0%} power: 'no significant difference' means no difference "
+    "larger than that. Start-up is launch to first finished step, reported apart from "
+    "throughput. Scaling efficiency is throughput at N ranks over N times one rank's "
+    "(per-rank batch size fixed). I/O overhead is (synthetic - real) / synthetic images/s."
+)
+
+
+def _iv(iv: stats.Interval | None, digits: int) -> str:
+    if iv is None:
+        return "n/a"
+    mark = "†" if iv.short else ""
+    return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
+
+
+def _ratio(arm: Arm, baseline: str) -> str:
+    if arm.runtime == baseline:
+        return "1 (reference)"
+    return _iv(arm.ratio, 3) if arm.ratio else "n/a"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"±{100 * x:.1f}%"
+
+
+def _title(k: Key) -> str:
+    return (
+        f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
+        + ("" if k.data == "synthetic" else f" · {k.data} data")
+        + ("" if k.launcher == "local" else f" · via {k.launcher}")
+        + ("" if k.variant == "cpu" else f" · {k.variant}")
+        + (f" · {k.bench_args}" if k.bench_args else "")
+        + ("" if k.steps is None else f" · {k.steps} steps after {k.warmup_steps}")
+    )
+
+
+def _columns(a: Analysis, g: Group) -> list[str]:
+    """The arms table's heading, in the group's metric (images/s for the CNN benchmarks)."""
+    unit = benches.metric(g.key.bench).unit
+    return [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
+
+
+COLUMNS = [
+    "runtime",
+    "n",
+    "± (precision)",
+    "pairing",
+    "detectable",
+    "verdict",
+    "start-up s [CI]",
+    "host load / other CPU",
+    "peak RSS MB",
+    "framework",
+    "MPI library",
+]
+
+
+def _precision(arm: Arm, target: float | None) -> str:
+    """'±1.8%', or with a target '±1.8% (target ±2.0% reached)': one statement."""
+    if arm.half_width is None:
+        return "n/a"
+    if target is None or not arm.precision:
+        return _pct(arm.half_width)
+    return f"{_pct(arm.half_width)} (target {_pct(target)} {arm.precision})"
+
+
+def report_title(a: Analysis) -> str:
+    """What the campaign measured, when and where: the report's title, whatever path
+    the report was asked for by ('kit report .')."""
+    images = sorted({g.key.image for g in a.groups} | {s.image for s in a.sweeps})
+    what = sorted({g.key.bench for g in a.groups} | {s.bench for s in a.sweeps})
+    when = ""
+    if a.started:
+        first, last = (t.replace("T", " ")[:16] for t in a.started)
+        when = f", {first} to {last[11:] if last[:10] == first[:10] else last} UTC"
+    named = f"{a.preset['name']}: " if a.preset else ""
+    return (
+        f"kit report: {named}{', '.join(images) or 'no trials'} ({', '.join(what)})"
+        f"{when}, on {', '.join(a.hosts) or '?'}"
+    )
+
+
+def _load(arm: Arm) -> str:
+    if "loadavg_1m" not in arm.load:
+        return "n/a"
+    other = arm.load.get("other_cpu_pct")
+    return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
+
+
+def _row(arm: Arm, a: Analysis) -> list[str]:
+    return [
+        arm.runtime,
+        str(arm.n),
+        _iv(arm.rate, 1),
+        _ratio(arm, a.baseline),
+        _precision(arm, a.precision_target),
+        arm.method or "-",
+        _pct(arm.detectable),
+        arm.verdict,
+        _iv(arm.startup, 2),
+        _load(arm),
+        f"{arm.peak_rss_mb:.0f}",
+        arm.framework,
+        arm.mpi,
+    ]
+
+
+PAIR_COLUMNS = [
+    "runtime",
+    "over",
+    "ratio [CI]",
+    "± (precision)",
+    "pairing",
+    "detectable",
+    "verdict",
+]
+
+
+def _pair_row(arm: Arm, a: Analysis) -> list[str]:
+    return [
+        arm.runtime,
+        arm.against,
+        _iv(arm.ratio, 3) if arm.ratio else "n/a",
+        _precision(arm, a.precision_target),
+        arm.method or "-",
+        _pct(arm.detectable),
+        arm.verdict,
+    ]
+
+
+NUMBERS = ("one", "both", "all three", "all four", "all five", "all six", "all seven")
+
+
+def _together(a: Analysis) -> str:
+    if a.comparisons <= 1:
+        return f"{a.confidence:.0%}"
+    many = NUMBERS[a.comparisons - 1] if a.comparisons <= len(NUMBERS) else f"all {a.comparisons}"
+    return f"{a.confidence:.0%} for {many} together"
+
+
+def _between(arm: Arm, higher_is_better: bool) -> str:
+    """'between 2.1 % slower and 3.4 % faster than native', from the ratio's interval."""
+
+    def side(ratio: float) -> tuple[float, str]:
+        faster = (ratio > 1) == higher_is_better
+        return abs(ratio - 1) * 100, "faster" if faster else "slower"
+
+    (lo, lo_word), (hi, hi_word) = side(arm.ratio.low), side(arm.ratio.high)
+    if lo_word == hi_word:  # one side of 1: the nearer bound first
+        (lo, hi) = sorted((lo, hi))
+        return f"between {lo:.1f} % and {hi:.1f} % {hi_word} than {arm.against}"
+    if lo_word == "faster":  # lower-is-better metrics: the interval's ends swap words
+        (lo, lo_word), (hi, hi_word) = (hi, hi_word), (lo, lo_word)
+    return f"between {lo:.1f} % {lo_word} and {hi:.1f} % {hi_word} than {arm.against}"
+
+
+def answers(a: Analysis) -> list[str]:
+    """The report's first lines: one sentence a reader can quote per comparison."""
+    out = []
+    for g in a.groups:
+        where = f" ({_title(g.key)})" if len(a.groups) > 1 else ""
+        better = benches.metric(g.key.bench).higher_is_better
+        for arm in [*g.arms, *g.pairs]:
+            if not arm.against:
+                continue
+            if arm.ratio is None or arm.ratio.short or not arm.verdict:
+                said = arm.verdict or "not compared"
+            else:
+                said = f"{_between(arm, better)} ({_together(a)})"
+                if arm.verdict.endswith("(MISMATCHED SOFTWARE)"):
+                    said += ", with mismatched software"
+            out.append(f"{arm.runtime}{where}: {said}.")
+    return out
+
+
+def _disturbed(g: Group) -> str:
+    """Which trials the ratios left out, as one sentence (empty when none)."""
+    named = [f"{x.runtime} #{', #'.join(map(str, x.disturbed))}" for x in g.arms if x.disturbed]
+    if not named:
+        return ""
+    return (
+        "Left out of the ratios as disturbed by other load (more than "
+        f"{stats.DISTURBED_SLOWDOWN}x slower than their arm and round predict, and "
+        f"{stats.DISTURBED_SCALES:.0f} robust SDs of the launch noise): " + "; ".join(named) + "."
+    )
+
+
+def _spread(g: Group) -> str:
+    """The group's variance decomposition, as one sentence."""
+    v = g.variance
+    if v is None or v.rounds < 2:
+        return ""
+    parts = [
+        f"{name} {_pct(x)}"
+        for name, x in (
+            ("within a trial", v.within_trial),
+            ("between launches", v.between_launches),
+            ("drift across rounds", v.across_rounds),
+        )
+        if x is not None
+    ]
+    return f"Spread of one trial's figure (relative SD, {v.rounds} complete rounds): " + (
+        ", ".join(parts) + "."
+    )
+
+
+def _header(a: Analysis) -> str:
+    h = {k: a.host.get(k, "?") for k in ("cpu_model", "cores", "kernel")}
+    skipped = f" {len(a.skipped)} unreadable lines skipped." if a.skipped else ""
+    family = (
+        f" Confidence {a.confidence:.0%} for all {a.comparisons} comparisons together "
+        f"(Bonferroni: each at {a.each_confidence:.2%})."
+        if a.comparisons > 1
+        else f" Confidence {a.confidence:.0%}."
+    )
+    target = (
+        f" Precision target ±{a.precision_target:.1%}." if a.precision_target is not None else ""
+    )
+    return (
+        f"{a.trials} trials in {a.out_dir}: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
+        f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
+        f"{h['kernel']}.{family}{target}"
+    )
+
+
+def _failed(a: Analysis) -> list[str]:
+    return [
+        f"#{r['index']} {r['runtime']} np={r['ranks']} {r['model']} bs={r['batch_size']}: "
+        f"{r['status']} (exit {r['exit_code']}"
+        + (f"; {r['cause']}" if r.get("cause") else "")
+        + ")"
+        for r in a.not_ok
+    ]
+
+
+def _runtimes(a: Analysis) -> list[str]:
+    return [
+        f"{rt} ({v['version']}): {'; '.join(v['settings']) or 'defaults'}"
+        + (f"; passed through: {' '.join(v['args'])}" if v["args"] else "")
+        for rt, v in a.runtimes.items()
+    ]
+
+
+def _key_cells(k: Key, *fields: str) -> list[str]:
+    return [str(getattr(k, f)) for f in fields]
+
+
+def _scaling_rows(a: Analysis) -> list[list[str]]:
+    fields = ("image", "bench", "model", "data", "batch_size", "ranks")
+    return [[*_key_cells(s.key, *fields), s.runtime, _iv(s.efficiency, 3)] for s in a.scaling]
+
+
+SCALING_COLUMNS = [
+    "image",
+    "bench",
+    "model",
+    "data",
+    "batch",
+    "ranks",
+    "runtime",
+    "efficiency [CI]",
+]
+IO_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "I/O overhead [CI]"]
+
+
+def _io_rows(a: Analysis) -> list[list[str]]:
+    fields = ("image", "bench", "model", "batch_size", "ranks")
+    return [[*_key_cells(x.key, *fields), x.runtime, _iv(x.overhead, 3)] for x in a.io]
+
+
+OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
+
+
+def _sweep_tables(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A table per declared series of each sweep benchmark measured, its columns from the
+    declaration (kitschema): what identifies a point, then each value's interval."""
+    out = []
+    for name in sorted({s.bench for s in a.sweeps}):
+        spec = benches.get(name)
+        for series in spec.series:
+            mine = [s for s in a.sweeps if (s.bench, s.series) == (name, series.field)]
+            columns = [
+                *("image", "ranks", "launcher", "runtime", "n", *series.at),
+                *(f"{v.label} {v.unit} [CI]" for v in series.values),
+                spec.version_label,
+            ]
+            rows = [
+                [
+                    *(s.image, str(s.ranks), s.launcher, s.runtime, str(s.n)),
+                    *map(str, p.at),
+                    *(_iv(p.values[v.key], v.digits) for v in series.values),
+                    s.version,
+                ]
+                for s in mine
+                for p in s.points
+            ]
+            out.append((f"{spec.title}: {series.title}", columns, rows))
+    return out
+
+
+def _oom_rows(a: Analysis) -> list[list[str]]:
+    return [[str(o[f]) for f in (*analysis.OOM_FIELDS, "trials")] for o in a.oom]
+
+
+def _sections(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables after the per-configuration ones: (title, columns, rows), when not empty."""
+    out = [
+        ("Scaling efficiency", SCALING_COLUMNS, _scaling_rows(a)),
+        ("I/O overhead", IO_COLUMNS, _io_rows(a)),
+        *_sweep_tables(a),
+        ("Did not fit in memory (out of memory is a result)", OOM_COLUMNS, _oom_rows(a)),
+    ]
+    return [x for x in out if x[2]]
+
+
+PAIRS = "Every other pair (ratio: the row's runtime over the other, same family):"
+
+
+PUBLISHED_COLUMNS = ["claim", "published", "their setting", "source", "measured here", "finding"]
+PUBLISHED_NOTE = (
+    "Like is compared with like: ratios, efficiencies and overheads, never absolute "
+    "images/s across different hardware. A finding reads the measured interval (at the "
+    "confidence above) against the published figure on the same scale."
+)
+
+
+def _published_rows(a: Analysis) -> list[list[str]]:
+    return [
+        [p[c] for c in ("claim", "published", "setting", "source", "measured", "finding")]
+        for p in a.published
+    ]
+
+
+def _intro(a: Analysis) -> list[str]:
+    if not a.preset:
+        return []
+    return [f"Preset {a.preset['name']}: {a.preset['title']}. {a.preset['question']}", ""]
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+    kind: str = ""  # a class for the HTML list ("answers")
+
+
+Block = Table | Bullets | str  # a str is a paragraph
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    blocks: list
+
+
+@dataclass(frozen=True)
+class Document:
+    """What a report says, built once from the analysis; each format only renders it, so
+    Markdown and HTML cannot disagree, and a new table is one Section here."""
+
+    title: str
+    lead: list[Block]  # before the first section: the preset, the answers, the header
+    sections: list[Section]
+    arms: Table  # one row per arm and comparison, raw numbers: the CSV file
+    data: dict  # the whole analysis as plain data: the JSON file
+
+
+def build(a: Analysis, figures: bool) -> Document:
+    """The report of an analysis (figures: draw them, for the HTML page)."""
+    lead: list[Block] = [x for x in _intro(a) if x]
+    if said := answers(a):
+        lead.append(Bullets(said, "answers"))
+    lead.append(_header(a))
+    sections = []
+    if a.published:
+        sections.append(
+            Section(
+                "Published beside measured",
+                [Table(PUBLISHED_COLUMNS, _published_rows(a)), PUBLISHED_NOTE],
+            )
+        )
+    for g in a.groups:
+        blocks: list = [Table(_columns(a, g), [_row(x, a) for x in g.arms])]
+        if g.pairs:
+            blocks += [PAIRS, Table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])]
+        blocks += [text for text in (_disturbed(g), _spread(g)) if text]
+        sections.append(Section(_title(g.key), blocks))
+    sections += [Section(title, [Table(columns, rows)]) for title, columns, rows in _sections(a)]
+    if a.not_ok:
+        sections.append(Section("Trials that did not finish", [Bullets(_failed(a))]))
+    if figures:
+        sections.append(Section("Figures", list(plots.figures(a))))
+    sections.append(Section("Runtimes", [Bullets(_runtimes(a)), NOTES]))
+    return Document(report_title(a), lead, sections, _arms(a), dataclasses.asdict(a))
+
+
+ARMS_COLUMNS = [
+    "image",
+    "bench",
+    "model",
+    "batch_size",
+    "ranks",
+    "data",
+    "launcher",
+    "variant",
+    "bench_args",
+    "steps",
+    "warmup_steps",
+    "runtime",
+    "against",
+    "n",
+    "metric",
+    "median",
+    "median_low",
+    "median_high",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "half_width",
+    "pairing",
+    "detectable",
+    "verdict",
+    "precision",
+    "startup_s",
+    "peak_rss_mb",
+    "framework",
+    "mpi_library",
+]
+
+
+def _arms(a: Analysis) -> Table:
+    """Every arm and comparison with its key and raw numbers, for spreadsheets."""
+    rows = []
+    for g in a.groups:
+        k = g.key
+        for x in [*g.arms, *g.pairs]:
+            r = x.ratio
+            cells = [
+                k.image,
+                k.bench,
+                k.model,
+                k.batch_size,
+                k.ranks,
+                k.data,
+                k.launcher,
+                k.variant,
+                k.bench_args,
+                "" if k.steps is None else k.steps,
+                "" if k.warmup_steps is None else k.warmup_steps,
+                x.runtime,
+                x.against,
+                x.n,
+                benches.metric(k.bench).key,
+                f"{x.rate.value:.4g}",
+                f"{x.rate.low:.4g}",
+                f"{x.rate.high:.4g}",
+                *(
+                    ("", "", "")
+                    if r is None
+                    else (f"{r.value:.5f}", f"{r.low:.5f}", f"{r.high:.5f}")
+                ),
+                "" if x.half_width is None else f"{x.half_width:.5f}",
+                x.method,
+                "" if x.detectable is None else f"{x.detectable:.5f}",
+                x.verdict,
+                x.precision,
+                f"{x.startup.value:.4g}",
+                f"{x.peak_rss_mb:.1f}",
+                x.framework,
+                x.mpi,
+            ]
+            rows.append(["" if c is None else str(c) for c in cells])
+    return Table(ARMS_COLUMNS, rows)
