@@ -254,8 +254,6 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 def parser() -> argparse.ArgumentParser:
     from kit import runtimes
-    from kit.core import benches
-    from kit.launch import slurm
 
     p = argparse.ArgumentParser(
         prog="kit",
@@ -266,11 +264,18 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_list, _render, _base, _build, _convert, _pull, _run, _report, _presets, _doctor):
+        add(sub)
+    return p
 
+
+def _list(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("list", help="images, versions, MPI flavour, frameworks, variants")
     s.add_argument("--json", action="store_true", help="machine-readable (CI matrices)")
     s.set_defaults(func=cmd_list)
 
+
+def _render(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("render", help="write containers/ from recipes/ (or --check drift)")
     s.add_argument("images", nargs="*", metavar="IMAGE", help="default: every recipe")
     s.add_argument(
@@ -280,12 +285,16 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_render)
 
+
+def _base(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("base", help="make the local Debian base image (debootstrap, as root)")
     s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
     s.add_argument("--mirror", help="Debian mirror (default: the host's apt source)")
     s.add_argument("--force", action="store_true", help="remake it even if it exists")
     s.set_defaults(func=cmd_base)
 
+
+def _build(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("build", help="docker build an image from its rendered recipe")
     s.add_argument("image", metavar="IMAGE")
     s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
@@ -306,6 +315,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
     s.set_defaults(func=cmd_build)
 
+
+def _convert(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("convert", help="convert a built image to SIF / Shifter squashfs")
     s.add_argument("image", metavar="IMAGE")
     s.add_argument("--variant", default="cpu")
@@ -318,6 +329,8 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_convert)
 
+
+def _pull(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "pull",
         help="fetch a published image as a SIF (Apptainer, no Docker needed)",
@@ -333,6 +346,12 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--variant", default="cpu")
     s.set_defaults(func=cmd_pull)
+
+
+def _run(sub: argparse._SubParsersAction) -> None:
+    from kit import runtimes
+    from kit.core import benches
+    from kit.launch import slurm
 
     s = sub.add_parser(
         "run",
@@ -356,35 +375,36 @@ def parser() -> argparse.ArgumentParser:
         help="with --preset: the study's own sizes (CUDA images, its batch sizes and "
         "rank counts) for a real cluster, instead of the 2-core sizes",
     )
-    s.add_argument(
+    g = s.add_argument_group("what runs: each list multiplies the campaign")
+    g.add_argument(
         "--runtime",
         default="native,docker,singularity,charliecloud",
         help="comma-separated runtimes (listed below); NAME@LABEL adds another arm of a "
         "runtime, e.g. native,native@b for an A/A check (default: %(default)s)",
     )
-    s.add_argument(
+    g.add_argument(
         "--bench",
         help="comma-separated entry points from the image's list (`kit list`), of "
         f"{', '.join(benches.BENCHES)} (default: the image's first)",
     )
-    s.add_argument(
+    g.add_argument(
         "--model",
         default="tiny",
         help="comma-separated: tiny, alexnet, resnet50, resnet101, resnet152, inception3 "
         "(default: %(default)s)",
     )
-    s.add_argument(
+    g.add_argument(
         "--data",
         default="synthetic",
         help="synthetic, real, or synthetic,real for the I/O overhead (default: %(default)s)",
     )
-    s.add_argument(
+    g.add_argument(
         "--data-dir",
         type=Path,
         help="host folder for the real-data JPEG set, made on first use and bound into "
         "containers (default: ~/.cache/kit/datasets)",
     )
-    s.add_argument(
+    g.add_argument(
         "--bench-arg",
         action="append",
         default=[],
@@ -392,16 +412,17 @@ def parser() -> argparse.ArgumentParser:
         help="pass ARG to every benchmark, e.g. --bench-arg=--precision=bf16, or to one "
         "only, e.g. --bench-arg=mpi:--time-per-size=0.05 (repeatable)",
     )
-    s.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
-    s.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")
-    s.add_argument(
+    g.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
+    g.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")
+    g = s.add_argument_group("how many rounds, and what is compared")
+    g.add_argument(
         "--repeats",
         type=int,
         default=8,
         help="measured trials per runtime and configuration (default: 8; "
         "a 95%% interval of a median needs at least 6)",
     )
-    s.add_argument(
+    g.add_argument(
         "--baseline-launches",
         type=int,
         metavar="N",
@@ -409,19 +430,19 @@ def parser() -> argparse.ArgumentParser:
         "number of arms compared with it, which narrows every comparison's interval the "
         "most per minute: 2 for four container runtimes; 1 with a single one)",
     )
-    s.add_argument(
+    g.add_argument(
         "--precision",
         metavar="PCT",
         help="keep adding rounds until every comparison (with native, or as --baseline "
         "says) is known to within ±PCT (e.g. 2%%), or --budget is spent; --repeats is then "
         "the fewest rounds",
     )
-    s.add_argument(
+    g.add_argument(
         "--budget",
         metavar="TIME",
         help="with --precision: the most wall time to spend, e.g. 30m, 90s, 1h (default 30m)",
     )
-    s.add_argument(
+    g.add_argument(
         "--baseline",
         metavar="ARM|all",
         help="the arm every other is compared with (default: native), e.g. docker; 'all' "
@@ -429,14 +450,15 @@ def parser() -> argparse.ArgumentParser:
         "--precision waits for these comparisons, and kit report uses it unless given "
         "its own",
     )
-    s.add_argument(
+    g.add_argument(
         "--confidence",
         type=float,
         default=0.95,
         help="with --precision: the confidence the whole report's verdicts hold at "
         "(default: %(default)s)",
     )
-    s.add_argument(
+    g = s.add_argument_group("each trial")
+    g.add_argument(
         "--min-time",
         default="0",
         metavar="SECONDS|auto",
@@ -445,31 +467,32 @@ def parser() -> argparse.ArgumentParser:
         "intervals most per minute, from the warm-up round's start-up and step times "
         "(longer trials average the steps' noise but not the launch's own offset)",
     )
-    s.add_argument(
+    g.add_argument(
         "--warmup-trials", type=int, default=1, help="discarded rounds first (default: %(default)s)"
     )
-    s.add_argument(
+    g.add_argument(
         "--steps", type=int, default=100, help="timed steps per trial (default: %(default)s)"
     )
-    s.add_argument("--warmup-steps", type=int, default=5, help="untimed steps per trial")
-    s.add_argument("--seed", type=int, default=0, help="seed of the interleaving order")
-    s.add_argument("--timeout", type=float, default=600, help="seconds per trial")
-    s.add_argument("--mpirun", help="host launcher (default: the flavour's, e.g. mpirun.mpich)")
-    s.add_argument(
+    g.add_argument("--warmup-steps", type=int, default=5, help="untimed steps per trial")
+    g.add_argument("--seed", type=int, default=0, help="seed of the interleaving order")
+    g.add_argument("--timeout", type=float, default=600, help="seconds per trial")
+    g = s.add_argument_group("how trials are launched")
+    g.add_argument("--mpirun", help="host launcher (default: the flavour's, e.g. mpirun.mpich)")
+    g.add_argument(
         "--runtime-arg",
         action="append",
         default=[],
         metavar="RUNTIME:ARG",
         help="pass ARG to one runtime arm, e.g. docker:--cpus=1.5 (repeatable)",
     )
-    s.add_argument(
+    g.add_argument(
         "--launcher",
         default="local",
         help="local: the flavour's mpirun on this host (default); slurm: each trial is a "
         "batch job (submitted, then waited for), ranks started by srun --mpi=pmi2 (MPICH) or "
         "mpirun",
     )
-    s.add_argument(
+    g.add_argument(
         "--slurm-config",
         type=Path,
         metavar="FILE",
@@ -478,22 +501,25 @@ def parser() -> argparse.ArgumentParser:
         + "; ".join(f"{k}: {o.help}" for k, o in slurm.RUNTIME_OPTIONS.items())
         + ")",
     )
-    s.add_argument(
+    g.add_argument(
         "--emit",
         type=Path,
         metavar="DIR",
         help="with --launcher slurm: write each trial's sbatch script to DIR, submit nothing",
     )
-    s.add_argument("--variant", default="cpu")
-    s.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
-    s.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
-    s.add_argument(
+    g.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    g = s.add_argument_group("results")
+    g.add_argument("--out", type=Path, help="results directory (default: results/IMAGE-TIME)")
+    g.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    g.add_argument(
         "--resume",
         action="store_true",
         help="continue the campaign in --out (same options): run only trials not yet finished",
     )
     s.set_defaults(func=cmd_run)
 
+
+def _report(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "report",
         help="overhead, scaling and memory tables (and plots) from a results directory",
@@ -527,8 +553,14 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_report)
 
+
+def _presets(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
     s.set_defaults(func=cmd_presets)
+
+
+def _doctor(sub: argparse._SubParsersAction) -> None:
+    from kit import runtimes
 
     s = sub.add_parser(
         "doctor",
@@ -538,7 +570,6 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
     s.set_defaults(func=cmd_doctor)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
