@@ -18,60 +18,11 @@ EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker i
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
 
 
-WIDTHS = (16, 8, 8, 9, 9, 10)  # kit list's columns
-
-
-def _sizes(chosen: list) -> dict[str, str]:
-    """Built size of each image's cpu variant, when an engine answers."""
-    from kit.image import engine
-
-    try:
-        engine.server_version()
-    except KitError as e:
-        print(f"kit: note: SIZE not shown: {e}", file=sys.stderr)
-        return {}
-    out = {}
-    for r in chosen:
-        info = engine.inspect(r.tag("cpu"))
-        out[r.name] = f"{info['Size'] / 1e9:.2f} GB" if info else "not built"
-    return out
-
-
 def cmd_list(a: argparse.Namespace) -> None:
-    from kit.image import recipes
+    from kit.image import catalog
 
-    loaded = list(recipes.load_all().values())
-    rows = [
-        {
-            "name": r.name,
-            "version": r.version,
-            "mpi": r.mpi.flavour,
-            "mpi_version": r.mpi.version,
-            "distro": r.distro,
-            "frameworks": r.frameworks,
-            "variants": list(r.variants),
-            "benchmarks": list(r.benchmarks),
-            "description": r.description,
-        }
-        for r in loaded
-    ]
-    if a.json:
-        print(json.dumps(rows, indent=2))
-        return
-    sizes = _sizes(loaded)
-    head = ("IMAGE", "VERSION", "MPI", "DISTRO", "VARIANTS", "SIZE")
-    print(" ".join(f"{h:<{w}}" for h, w in zip(head, WIDTHS, strict=True)), "FRAMEWORKS")
-    for r in rows:
-        fw = ", ".join(f"{k} {v}" for k, v in r["frameworks"].items())
-        cells = (
-            r["name"],
-            r["version"],
-            r["mpi"],
-            r["distro"],
-            ",".join(r["variants"]),
-            sizes.get(r["name"], "-"),
-        )
-        print(" ".join(f"{c:<{w}}" for c, w in zip(cells, WIDTHS, strict=True)), fw)
+    listed = catalog.rows()
+    print(json.dumps(listed, indent=2) if a.json else catalog.table(listed, catalog.sizes()))
 
 
 def _selected(names: list[str]) -> list:
@@ -182,7 +133,7 @@ def _run_legs(
 
 def cmd_run(a: argparse.Namespace) -> None:
     from kit.results import store
-    from kit.run import campaign, plan, request
+    from kit.run import campaign, plan, request, sbatch
 
     if a.preset is not None:
         _run_preset(a)
@@ -200,7 +151,7 @@ def cmd_run(a: argparse.Namespace) -> None:
         print(plan.describe(c.design, c.opts))
         return
     if a.emit:
-        scripts = campaign.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), a.emit, c.opts)
+        scripts = sbatch.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), a.emit, c.opts)
         print(
             f"wrote {len(scripts)} sbatch scripts to {a.emit}; submit each with sbatch",
             file=sys.stderr,

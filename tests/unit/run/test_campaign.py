@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from kit import cli, runtimes
+from kit import cli
 from kit.core import benches, paths
 from kit.core.errors import KitError
 from kit.results import analysis, store
-from kit.run import campaign, plan, request
+from kit.run import plan, request
 
 from ..records import record
 
@@ -67,24 +67,6 @@ def test_configs_product_and_mpi_sweep_takes_ranks_only():
     ]
 
 
-def test_program_argv_per_benchmark():
-    args = {"torch-hvd": ["--precision=bf16"], "mpi": ["--time-per-size=0.05"]}
-    opts = plan.Options(steps=10, warmup_steps=2, bench_args=args)
-    real = plan.Config("torch-hvd", "resnet50", 16, 2, "real")
-    assert campaign.program("py", "/b", real, opts, "/mnt", "100.000000") == [
-        "py", "/b/torch_cnn.py", "--dist", "horovod", "--model", "resnet50",
-        "--batch-size", "16", "--steps", "10", "--warmup", "2", "--data", "real",
-        "--data-dir", "/mnt", "--precision=bf16", "--launch-time", "100.000000",
-    ]  # fmt: skip
-    sweep = plan.Config("mpi", "-", 0, 2)
-    assert campaign.program("py", "/b", sweep, opts, "", "100.000000") == [
-        "py", "/b/mpi_bench.py", "--time-per-size=0.05", "--launch-time", "100.000000",
-    ]  # fmt: skip
-    assert campaign.program("py", "/b", sweep, plan.Options(), "", "100.000000") == [
-        "py", "/b/mpi_bench.py", "--launch-time", "100.000000",
-    ]  # fmt: skip
-
-
 def test_bench_args_go_to_every_benchmark_or_the_one_named():
     a = cli.parser().parse_args(
         ["run", "horovod-mpich", "--bench", "tf-cnn,mpi", "--min-time", "2", "--dry-run",
@@ -95,26 +77,6 @@ def test_bench_args_go_to_every_benchmark_or_the_one_named():
         "tf-cnn": ["--x=1", "a:b", "--min-time", "2"],  # a sweep has no steps to lengthen
         "mpi": ["--x=1", "--max-bytes=64", "a:b"],
     }
-
-
-def test_out_of_memory_is_a_result_whoever_reports_it():
-    def outcome(status, result=None, tail=""):
-        return campaign.process.Outcome(status, 1, 1.0, result, tail)
-
-    assert campaign.status(outcome("failed", {"status": "oom"})) == "oom"
-    tf_abort = "Allocator (mklcpu) ran out of memory trying to allocate 3.06GiB"
-    assert campaign.status(outcome("failed", None, tf_abort)) == "oom"
-    slurm = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0."
-    assert campaign.status(outcome("failed", None, slurm)) == "oom"
-    killed = campaign.process.Outcome("failed", 137, 1.0, None, "", oom_killed=True)
-    assert campaign.status(killed) == "oom"  # the kernel's OOM killer, counted by process.run
-    assert campaign.status(outcome("failed", None, "Segmentation fault")) == "failed"
-    assert campaign.status(outcome("timeout", None, "out of memory")) == "timeout"
-    gone = "docker: Cannot connect to the Docker daemon at unix:///x.sock. Is it running?"
-    lost = runtimes.get("docker").service_lost
-    assert campaign.status(outcome("failed", None, gone), lost) == "lost"  # --resume reruns it
-    assert campaign.status(outcome("failed", None, gone)) == "failed"
-    assert "oom" in store.FINISHED
 
 
 def test_declared_models_are_the_benchmarks_own():

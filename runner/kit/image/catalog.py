@@ -1,0 +1,59 @@
+"""What `kit list` shows: each recipe's facts, and each image's built size when an
+engine answers (a missing or confused engine is a note, never a failure)."""
+
+import sys
+
+from kit.core.errors import KitError
+from kit.image import engine, recipes
+
+HEAD = ("IMAGE", "VERSION", "MPI", "DISTRO", "VARIANTS", "SIZE")
+WIDTHS = (16, 8, 8, 9, 9, 10)
+
+
+def rows() -> list[dict]:
+    """Every recipe as plain data (`kit list --json`, CI's build matrix)."""
+    return [
+        {
+            "name": r.name,
+            "version": r.version,
+            "mpi": r.mpi.flavour,
+            "mpi_version": r.mpi.version,
+            "distro": r.distro,
+            "frameworks": r.frameworks,
+            "variants": list(r.variants),
+            "benchmarks": list(r.benchmarks),
+            "description": r.description,
+        }
+        for r in recipes.load_all().values()
+    ]
+
+
+def sizes() -> dict[str, str]:
+    """Built size of each image's cpu variant, when an engine answers."""
+    try:
+        engine.server_version()
+    except KitError as e:
+        print(f"kit: note: SIZE not shown: {e}", file=sys.stderr)
+        return {}
+    out = {}
+    for r in recipes.load_all().values():
+        info = engine.inspect(r.tag("cpu"))
+        out[r.name] = f"{info['Size'] / 1e9:.2f} GB" if info else "not built"
+    return out
+
+
+def table(listed: list[dict], built: dict[str, str]) -> str:
+    """The text table: fixed-width columns, the frameworks last."""
+    lines = [" ".join(f"{h:<{w}}" for h, w in zip(HEAD, WIDTHS, strict=True)) + " FRAMEWORKS"]
+    for r in listed:
+        fw = ", ".join(f"{k} {v}" for k, v in r["frameworks"].items())
+        cells = (
+            r["name"],
+            r["version"],
+            r["mpi"],
+            r["distro"],
+            ",".join(r["variants"]),
+            built.get(r["name"], "-"),
+        )
+        lines.append(" ".join(f"{c:<{w}}" for c, w in zip(cells, WIDTHS, strict=True)) + f" {fw}")
+    return "\n".join(lines)
