@@ -138,8 +138,6 @@ def cmd_run(a: argparse.Namespace) -> None:
     if a.preset is not None:
         _run_preset(a)
         return
-    if a.image is None:
-        raise KitError("kit run needs an IMAGE (see kit list) or --preset NAME (see kit presets)")
     if a.full:
         raise KitError("--full goes with --preset NAME (the study's own sizes)")
     c = request.check(request.RunRequest.of(a), plan_only=a.dry_run)
@@ -313,7 +311,9 @@ def _run(sub: argparse._SubParsersAction) -> None:
         epilog="runtimes:\n" + runtimes.described(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("image", metavar="IMAGE", nargs="?", help="the image (or --preset)")
+    s.add_argument(
+        "image", metavar="IMAGE", nargs="?", help="a kit image (kit list), or --image / --preset"
+    )
     s.add_argument(
         "--preset",
         metavar="NAME",
@@ -365,6 +365,51 @@ def _run(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--batch-size", default="32", help="per-rank batch sizes, e.g. 16,32")
     g.add_argument("--np", default="1", help="rank counts, e.g. 1,2 (>1 uses mpirun)")
+    g = s.add_argument_group("your own image and command (instead of IMAGE and kit's benchmarks)")
+    g.add_argument(
+        "--image",
+        dest="foreign_image",
+        metavar="REF",
+        help="an image kit did not build: docker:NAME[:TAG] (in the local engine), PATH.tar "
+        "(docker save; loaded into the engine) or PATH.sif (singularity and charliecloud "
+        "only); converted and cached by digest like kit's own",
+    )
+    g.add_argument(
+        "--command",
+        metavar="CMD",
+        help="what runs in the image, split like a shell line but run without one, e.g. "
+        "'python train.py --epochs 1' (the image's entrypoint is bypassed)",
+    )
+    g.add_argument(
+        "--native-command",
+        metavar="CMD",
+        help="the same workload on this host (your modules or venv), for --runtime native",
+    )
+    g.add_argument(
+        "--metric",
+        metavar="REGEX",
+        help="the figure the command prints, as one named group whose name names it, e.g. "
+        "'throughput: (?P<throughput>[0-9.]+) samples/s'; a trial without a match fails",
+    )
+    g.add_argument("--unit", default="", help="the figure's unit, e.g. samples/s")
+    g.add_argument(
+        "--lower-is-better",
+        action="store_true",
+        help="the figure is a time or a latency (default: higher is better)",
+    )
+    g.add_argument(
+        "--reduce",
+        metavar="HOW",
+        help="how every matching line (one per rank, or per epoch) makes the trial's figure: "
+        "last (the default at one rank), first, sum, mean, median, min, max",
+    )
+    g.add_argument(
+        "--require",
+        metavar="REGEX",
+        help="a line the output must hold for the trial to count (besides exit status 0)",
+    )
+    g.add_argument("--name", help="the workload's name in records and headings (default: command)")
+
     g = s.add_argument_group("how many rounds, and what is compared")
     g.add_argument(
         "--repeats",

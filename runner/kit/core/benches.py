@@ -48,16 +48,27 @@ def is_sweep(name: str) -> bool:
     return name in BENCHES and BENCHES[name].sweep
 
 
-def metric(name: str) -> Metric:
-    """The metric a benchmark's runtimes are compared on (images/s if it declares none)."""
+def metric(name: str, result: dict | None = None) -> Metric:
+    """The metric a benchmark's runtimes are compared on: its declaration (images/s if it
+    declares none), or, for a user's command (kit run --command), the one its result
+    carries, named with its unit in every heading."""
     b = BENCHES.get(name)
-    return b.metric if b and b.metric else IMAGES_PER_SEC
+    if b and b.metric:
+        return b.metric
+    declared = (result or {}).get("metric")
+    if not b and isinstance(declared, dict):
+        label = " ".join(str(x) for x in (declared.get("name"), declared.get("unit")) if x)
+        return Metric(str(declared.get("key")), label, declared.get("higher_is_better") is True)
+    return IMAGES_PER_SEC
 
 
-def analysed(name: str) -> list[tuple[str, type | tuple]]:
+def analysed(name: str, result: dict | None = None) -> list[tuple[str, type | tuple]]:
     """The fields of an ok record the analysis reads, with their declared types: a record
-    from an older benchmark may lack others and still be reported."""
+    from an older benchmark may lack others and still be reported; a command's result
+    holds its figure only."""
     b = BENCHES.get(name)
+    if not b and isinstance((result or {}).get("metric"), dict):
+        return [(metric(name, result).key, (int, float))]
     # an unknown name is read as a training record, as everywhere
     declared = _schema.fields(name) if b else {**_schema.COMMON, **_schema.TRAIN}
     if b and b.sweep:

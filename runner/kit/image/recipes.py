@@ -139,6 +139,11 @@ class Recipe:
     overrides: dict = field(default_factory=dict, compare=False, repr=False)  # [variant.X]
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def label(self) -> str:
+        """What records and reports call the image (a foreign image: its REF)."""
+        return self.name
+
     def for_variant(self, variant: str) -> "Recipe":
         """The recipe as built for one variant: its [variant.NAME] table over the rest."""
         self.check_variant(variant)

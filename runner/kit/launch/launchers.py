@@ -78,7 +78,8 @@ class Local(Launcher):
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
     ) -> Launched:
         argv = rt.command(prep, job)
-        return Launched(argv, process.run(argv, env, timeout, job.name, lambda: rt.cleanup(job)))
+        outcome = process.run(argv, env, timeout, job.name, lambda: rt.cleanup(job), job.read)
+        return Launched(argv, outcome)
 
 
 class Slurm(Launcher):
@@ -117,5 +118,5 @@ class Slurm(Launcher):
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
     ) -> Launched:
         path, output = self.write(rt, prep, job, title)
-        outcome, job_info = slurm.submit(path, output, env, timeout, job.name)
+        outcome, job_info = slurm.submit(path, output, env, timeout, job.name, job.read)
         return Launched(["sbatch", str(path)], outcome, job_info)

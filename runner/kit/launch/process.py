@@ -274,10 +274,17 @@ def stop(proc: subprocess.Popen, tree: Tree, marker: str) -> None:
 
 
 def run(
-    argv: list[str], env: dict[str, str], timeout: float, marker: str, cleanup: Callable[[], None]
+    argv: list[str],
+    env: dict[str, str],
+    timeout: float,
+    marker: str,
+    cleanup: Callable[[], None],
+    read: Callable[[str], dict | str | None] | None = None,
 ) -> Outcome:
     """Run argv to completion, timeout or Ctrl-C. Output goes to files, not pipes, so the
-    end of the launcher, not the end of every inherited descriptor, ends the wait."""
+    end of the launcher, not the end of every inherited descriptor, ends the wait. The
+    result is read from the whole standard output (read: a user's command's own reader;
+    by default the kit benchmark's record)."""
     env = {**env, "KIT_TRIAL": marker}
     kills_before = oom_kills()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -315,7 +322,7 @@ def run(
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    result = parse_result(stdout)
+    result, unread = read_result(read, stdout)
     if status is None:
         status = "ok" if proc.returncode == 0 and result is not None else "failed"
     lines = TIMEOUT_TAIL_LINES if status == "timeout" else TAIL_LINES
@@ -326,4 +333,15 @@ def run(
         kills = 0 if kills_before is None or kills_after is None else kills_after - kills_before
         why = cause(proc.returncode, stderr + stdout, kills)
         oom = kills > 0 and ending_signal(proc.returncode, stderr + stdout) == signal.SIGKILL
+        if not why and proc.returncode == 0:
+            why = unread
     return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom)
+
+
+def read_result(
+    read: Callable[[str], dict | str | None] | None, stdout: str
+) -> tuple[dict | None, str]:
+    """The result in a trial's output (read: a user's command's reader, else the kit
+    benchmark's record), or None and why (the reader's own words)."""
+    got = (read or parse_result)(stdout)
+    return (None, got) if isinstance(got, str) else (got, "")

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,7 +139,14 @@ def _shell(argv: list[str]) -> str:
     return " ".join(f'"{a}"' if a == LAUNCH_ARG else shlex.quote(a) for a in argv)
 
 
-def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: str):
+def submit(
+    path: Path,
+    output: Path,
+    env: dict[str, str],
+    timeout: float,
+    name: str,
+    read: Callable[[str], dict | str | None] | None = None,
+):
     """Submit one trial's script, wait for the job, and read its record from its output."""
     outcome = process.run(
         [sys.executable, "-m", "kit.launch.slurm_wait", str(path)],
@@ -148,7 +156,7 @@ def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: 
         lambda: subprocess.run(["scancel", f"--name={name}"], capture_output=True),
     )
     text = output.read_text(errors="replace") if output.is_file() else ""
-    result = process.parse_result(text)
+    result, unread = process.read_result(read, text)
     status = outcome.status
     if status in ("ok", "failed"):
         status = "ok" if outcome.exit_code == 0 and result is not None else "failed"
@@ -164,7 +172,7 @@ def submit(path: Path, output: Path, env: dict[str, str], timeout: float, name: 
             outcome.wall_s,
             result,
             tail,
-            cause=process.cause(outcome.exit_code, text) if status == "failed" else "",
+            cause=(process.cause(outcome.exit_code, text) or unread) if status == "failed" else "",
         ),
         {"job_id": job_id, "nodes": nodes, "script": str(path)},
     )

@@ -48,19 +48,20 @@ def _pct(x: float | None) -> str:
 
 
 def _title(k: Key) -> str:
+    shape = "" if k.model == "-" else f" · {k.model} · batch {k.batch_size}"  # "-": a command
     return (
-        f"{k.image} · {k.bench} · {k.model} · batch {k.batch_size} · {k.ranks} rank(s)"
-        + ("" if k.data == "synthetic" else f" · {k.data} data")
+        f"{k.image} · {k.bench}{shape} · {k.ranks} rank(s)"
+        + ("" if k.data in ("synthetic", "-") else f" · {k.data} data")
         + ("" if k.launcher == "local" else f" · via {k.launcher}")
         + ("" if k.variant == "cpu" else f" · {k.variant}")
         + (f" · {k.bench_args}" if k.bench_args else "")
-        + ("" if k.steps is None else f" · {k.steps} steps after {k.warmup_steps}")
+        + ("" if not k.steps else f" · {k.steps} steps after {k.warmup_steps}")
     )
 
 
 def _columns(a: Analysis, g: Group) -> list[str]:
     """The arms table's heading, in the group's metric (images/s for the CNN benchmarks)."""
-    unit = benches.metric(g.key.bench).unit
+    unit = a.metric(g.key.bench).unit
     return [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
 
 
@@ -183,7 +184,7 @@ def answers(a: Analysis) -> list[str]:
     out = []
     for g in a.groups:
         where = f" ({_title(g.key)})" if len(a.groups) > 1 else ""
-        better = benches.metric(g.key.bench).higher_is_better
+        better = a.metric(g.key.bench).higher_is_better
         for arm in [*g.arms, *g.pairs]:
             if not arm.against:
                 continue
@@ -479,7 +480,7 @@ def _arms(a: Analysis) -> Table:
                 x.runtime,
                 x.against,
                 x.n,
-                benches.metric(k.bench).key,
+                a.metric(k.bench).key,
                 f"{x.rate.value:.4g}",
                 f"{x.rate.low:.4g}",
                 f"{x.rate.high:.4g}",
@@ -493,7 +494,7 @@ def _arms(a: Analysis) -> Table:
                 "" if x.detectable is None else f"{x.detectable:.5f}",
                 x.verdict,
                 x.precision,
-                f"{x.startup.value:.4g}",
+                "" if x.startup is None else f"{x.startup.value:.4g}",
                 f"{x.peak_rss_mb:.1f}",
                 x.framework,
                 x.mpi,

@@ -99,7 +99,7 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             f"rate-{slug}",
             f"Throughput vs batch size: {name}",
-            _svg(f"rate-{slug}", name, "batch size per rank", benches.metric(bench).unit, rate),
+            _svg(f"rate-{slug}", name, "batch size per rank", a.metric(bench).unit, rate),
         )
         yield Figure(
             f"mem-{slug}",
@@ -132,7 +132,7 @@ def _scaling(a: Analysis) -> Iterator[Figure]:
 
         slug = f"scaling-{image}-{bench}-{model}-{data}-bs{bs}"
         name = f"{image} {bench} {model} {data}, batch {bs} per rank"
-        unit = benches.metric(bench).unit
+        unit = a.metric(bench).unit
         yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", unit, draw))
 
 
@@ -164,7 +164,7 @@ def _overhead(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             slug,
             f"Throughput relative to {a.baseline}, {a.confidence:.0%} intervals: {name}",
-            _svg(slug, name, f"{benches.metric(bench).unit} relative to {a.baseline}", "", draw),
+            _svg(slug, name, f"{a.metric(bench).unit} relative to {a.baseline}", "", draw),
         )
 
 

@@ -60,7 +60,7 @@ class Arm:
     n: int
     rate: stats.Interval  # the benchmark's metric (e.g. images/s), all ranks together
     rates: list[float]  # each trial's metric, in trial order
-    startup: stats.Interval  # seconds from launch to the first finished step
+    startup: stats.Interval | None  # seconds from launch to the first finished step
     peak_rss_mb: float  # median over trials of the largest rank's peak RSS
     framework: str
     mpi: str
@@ -163,6 +163,11 @@ class Analysis:
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
     started: list[str] = field(default_factory=list)  # the first and last trial's start
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
+    metrics: dict[str, benches.Metric] = field(default_factory=dict)  # bench -> its metric
+
+    def metric(self, bench: str) -> "benches.Metric":
+        """What a benchmark's arms are compared on (a user's command brings its own)."""
+        return self.metrics.get(bench) or benches.metric(bench)
 
 
 def _mode(values: list[str]) -> str:
@@ -184,15 +189,16 @@ def _load(rs: list[dict]) -> dict:
 def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
     res = [r["result"] for r in rs]
     steps = min(len(x["loss"]) for x in res) if all("loss" in x for x in res) else 0
+    starts = [x.get("startup_s") for x in res]  # a user's command says none
     return Arm(
         runtime=runtime,
         n=len(rs),
         rate=stats.median_ci(rates(rs), conf),
         rates=rates(rs),
-        startup=stats.median_ci([x["startup_s"] for x in res], conf),
+        startup=stats.median_ci(starts, conf) if None not in starts else None,
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
-        framework=_mode([x["framework_version"] for x in res]),
-        mpi=_mode([x["mpi_library"] for x in res]),
+        framework=_mode([x.get("framework_version", "-") for x in res]),
+        mpi=_mode([x.get("mpi_library", "-") for x in res]),
         settings=list(rs[-1].get("runtime_settings", [])),
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
         load=_load(rs),
@@ -205,7 +211,7 @@ def _span(times: list[str]) -> list[str]:
 
 def rates(rs: list[dict]) -> list[float]:
     """Each trial's figure on its benchmark's declared metric."""
-    return [r["result"][benches.metric(r["bench"]).key] for r in rs]
+    return [r["result"][benches.metric(r["bench"], r["result"]).key] for r in rs]
 
 
 def _by_round(rs: list[dict]) -> dict[tuple, float]:
@@ -273,7 +279,7 @@ def _compare(
     if arm.ratio.short:
         arm.verdict = f"too few trials (need {stats.min_n(each)})"
     else:
-        better = benches.metric(rs[0]["bench"]).higher_is_better
+        better = benches.metric(rs[0]["bench"], rs[0]["result"]).higher_is_better
         arm.verdict = stats.verdict(arm.ratio, higher_is_faster=better)
     if not _same_software(arm, ref):
         arm.verdict += " (MISMATCHED SOFTWARE)"
@@ -492,6 +498,7 @@ def summarise(
         precision_target=target,
         skipped=skipped or [],
         baseline=ref,
+        metrics={r["bench"]: benches.metric(r["bench"], r["result"]) for r in ok},
     )
 
 

@@ -57,7 +57,7 @@ def shape_problem(record: object) -> str | None:
     result = record.get("result")
     if not isinstance(result, dict):
         return "an ok trial without its benchmark record"
-    for name, want in benches.analysed(record["bench"]):
+    for name, want in benches.analysed(record["bench"], result):
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"
     return None

@@ -10,12 +10,13 @@ from pathlib import Path
 
 from kit.core import units
 from kit.core.errors import KitError, RunFailed
+from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
 from kit.results import store
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, stop_reason
-from kit.runtimes import Runtime
+from kit.runtimes import Prepared, Runtime
 from kit.runtimes.base import user_env
 
 
@@ -48,6 +49,11 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
     if opts.site is None:
         return launchers.Local()
     return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")
+
+
+def prepare(rt: Runtime, image: "Recipe | Foreign", variant: str) -> Prepared:
+    """What the runtime runs of the campaign's image (kit's recipe, or the user's own)."""
+    return rt.prepare_foreign(image) if isinstance(image, Foreign) else rt.prepare(image, variant)
 
 
 def preflight(
@@ -91,7 +97,7 @@ def execute(
     trial that succeeded."""
     launcher, mpirun = preflight(recipe, runtimes, design, opts, out_dir, launcher)
     by_arm = {rt.arm: rt for rt in runtimes}
-    prepared = {rt.arm: rt.prepare(recipe, variant) for rt in runtimes}
+    prepared = {rt.arm: prepare(rt, recipe, variant) for rt in runtimes}
     versions = {rt.arm: rt.version() for rt in runtimes}
     context = trial.Context(
         recipe,

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from kit.core import benches, units
+from kit.core.command import Command
 from kit.launch import slurm
 from kit.results import analysis, stats
 
@@ -61,6 +62,7 @@ class Options:
     data_dir: str | None = None  # host folder of the real-data set, bound into containers
     site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
     auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
+    command: Command | None = None  # a user's own command instead of kit's benchmarks
 
 
 def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
@@ -181,14 +183,26 @@ def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | 
     return None
 
 
+def _what(c: Config) -> str:
+    if c.model == "-":  # a sweep, or a user's command
+        return c.bench
+    return f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
+
+
 def describe(design: Design, opts: Options) -> str:
     """The dry run's plan: every trial of the fixed rounds, then what the campaign decides
     as it goes (the trial length, the baseline's launches, more rounds to a target)."""
     lines = [
-        f"{i:4d} {t.runtime:<12} {t.config.bench} {t.config.model} bs={t.config.batch_size} "
-        f"{t.config.data} np={t.config.ranks}{' warm-up' if t.warmup else ''}"
+        f"{i:4d} {t.runtime:<12} {_what(t.config)} np={t.config.ranks}"
+        + (" warm-up" if t.warmup else "")
         for i, t in enumerate(design.trials())
     ]
+    if cmd := opts.command:
+        lines.append(
+            f"{cmd.name}: {' '.join(cmd.argv)} in the image"
+            + (f"; natively: {' '.join(cmd.native_argv)}" if cmd.native_argv else "")
+        )
+        lines.append(f"its figure: --metric '{cmd.pattern}' ({cmd.reduce} of the matches)")
     if opts.auto_min_time:
         lines.append("--min-time auto: chosen after the warm-up round, from its trials")
     if design.baseline_launches > 1:

@@ -15,7 +15,7 @@ def figure(record: dict) -> str:
         row, value = r[series.field][0], series.values[0]
         at = " ".join(f"{k}={row[k]}" for k in series.at)
         return f"{series.field} {value.label} {row[value.key]:.1f} {value.unit} at {at}"
-    m = benches.metric(record["bench"])
+    m = benches.metric(record["bench"], r)
     return f"{r[m.key]:.1f} {m.unit}"
 
 
@@ -23,7 +23,7 @@ def say(done: int, total: int | None, record: dict, elapsed: float, r: int) -> N
     tag = " (warm-up)" if record["warmup"] else ""
     what = (
         record["bench"]
-        if benches.is_sweep(record["bench"])
+        if benches.is_sweep(record["bench"]) or record["model"] == "-"  # a sweep, a command
         else (f"{record['model']} bs={record['batch_size']} {record['data']}")
     )
     if total:

@@ -9,13 +9,15 @@ holds the same for `--dry-run`, `--emit`, `--resume` and a preset's legs.
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit import runtimes
-from kit.core import benches, paths, units
+from kit.core import benches, command, paths, units
 from kit.core.errors import KitError
-from kit.image import recipes
+from kit.image import foreign, recipes
+from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import slurm
 from kit.results import analysis
@@ -27,7 +29,7 @@ from kit.runtimes import Runtime
 class RunRequest:
     """kit run's options, named as on the command line (argparse dests)."""
 
-    image: str
+    image: str | None
     variant: str
     runtime: str
     bench: str | None
@@ -56,6 +58,16 @@ class RunRequest:
     baseline: str | None
     resume: bool
     out: Path | None
+    # a user's own image and command (kit run --image REF --command ...)
+    foreign_image: str | None = None
+    command: str | None = None
+    native_command: str | None = None
+    metric: str | None = None
+    unit: str = ""
+    lower_is_better: bool = False
+    reduce: str | None = None
+    require: str | None = None
+    name: str | None = None
 
     @classmethod
     def of(cls, namespace: object) -> "RunRequest":
@@ -67,7 +79,7 @@ class Campaign:
     """A checked request: what to run, where its records go, and the settings --resume
     must find unchanged."""
 
-    recipe: Recipe
+    recipe: "Recipe | Foreign"
     variant: str
     runtimes: list[Runtime]
     design: plan.Design
@@ -272,6 +284,13 @@ def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
 def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     """The campaign the request describes, or a KitError naming the first bad option.
     plan_only (--dry-run) makes nothing on disk."""
+    if q.foreign_image is not None:
+        return _foreign(q, plan_only)
+    own = [f for f in FOREIGN_ONLY if getattr(q, f) not in (None, False, "")]
+    if own:
+        raise KitError(f"--{own[0].replace('_', '-')} goes with --image REF (your own image)")
+    if q.image is None:
+        raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
     r = recipes.load(q.image)
     if q.variant not in r.variants:
         raise KitError(
@@ -329,3 +348,139 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     if baseline != analysis.REFERENCE:  # campaigns saved before --baseline still resume
         spec["baseline"] = baseline
     return Campaign(r, q.variant, chosen, design, opts, spec)
+
+
+FOREIGN_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
+FOREIGN_ONLY += ("require", "name")
+# kit's own benchmarks' options, and their defaults: a user's command takes none of them
+KIT_BENCH_ONLY = {"bench": None, "model": "tiny", "batch_size": "32", "data": "synthetic"}
+KIT_BENCH_ONLY |= {"data_dir": None, "bench_arg": [], "min_time": "0", "variant": "cpu"}
+FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _command(q: RunRequest, ranks: list[int]) -> command.Command:
+    """--command and how its figure is read, checked."""
+    if q.command is None or q.metric is None:
+        raise KitError(
+            "--image needs --command 'CMD' (what to run in it) and --metric REGEX (the "
+            "figure it prints, as a named group), e.g. --metric "
+            "'throughput: (?P<throughput>[0-9.]+)'"
+        )
+    name = q.name or "command"
+    if not NAME.match(name) or name in benches.BENCHES:
+        raise KitError(
+            f"--name '{name}' must be letters, digits, '.', '_' or '-' (64 at most) and not "
+            f"one of kit's benchmarks ({', '.join(benches.BENCHES)})"
+        )
+    reduce = q.reduce or ("last" if max(ranks) == 1 else None)
+    if reduce is None:
+        raise KitError(
+            f"--np {max(ranks)}: say how the ranks' figures make the trial's, "
+            f"--reduce {'|'.join(command.REDUCTIONS)} (sum for a per-rank throughput)"
+        )
+    if reduce not in command.REDUCTIONS:
+        raise KitError(f"--reduce '{reduce}' must be one of {', '.join(command.REDUCTIONS)}")
+    return command.Command(
+        name,
+        command.split("--command", q.command),
+        command.split("--native-command", q.native_command) if q.native_command else (),
+        command.pattern(q.metric),
+        q.unit,
+        not q.lower_is_better,
+        reduce,
+        command.checked_require(q.require) if q.require else "",
+    )
+
+
+def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
+    """A campaign of the user's own image and command: the same design, statistics and
+    report as kit's benchmarks, one configuration per rank count."""
+    if q.image is not None:
+        raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
+    for dest, default in KIT_BENCH_ONLY.items():
+        if getattr(q, dest) != default:
+            flag = "--" + dest.replace("_", "-")
+            raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
+    if q.launcher != "local":
+        raise KitError("--image runs its trials on this host for now: leave out --launcher")
+    chosen = runtimes.parse(q.runtime)
+    for rt in chosen:
+        if rt.name not in FOREIGN_RUNTIMES:
+            raise KitError(
+                f"runtime '{rt.name}' does not run --image yet; use {', '.join(FOREIGN_RUNTIMES)}"
+            )
+    _numbers(q)
+    ranks = _launch(q)[1]
+    cmd = _command(q, ranks)
+    arms = [rt.arm for rt in chosen]
+    if any(rt.runs == "host" for rt in chosen) and not cmd.native_argv:
+        raise KitError(
+            "--runtime native with --image needs --native-command 'CMD', the same workload "
+            "on this host (your modules or venv); or leave native out and compare the "
+            "containers (--baseline docker)"
+        )
+    if cmd.native_argv and "native" not in arms:
+        raise KitError("--native-command is the native arm's: add native to --runtime")
+    image = foreign.resolve(q.foreign_image, plan_only)
+    image = dataclasses.replace(image, benchmarks=(cmd.name,))
+    mpirun = q.mpirun
+    if max(ranks) > 1:
+        image, mpirun = _foreign_mpi(image, chosen, q.mpirun, max(ranks))
+    default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
+    baseline = _baseline(dataclasses.replace(q, baseline=q.baseline or default), chosen)
+    target = _target(q, chosen, baseline)
+    runtime_args = _runtime_args(q.runtime_arg, chosen)
+    configs = [plan.Config(cmd.name, "-", 0, n, "-") for n in ranks]
+    launches = q.baseline_launches or plan.baseline_launches(arms)
+    design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
+    if q.resume and q.out is None and not plan_only:
+        raise KitError("--resume needs --out DIR, the campaign to continue")
+    opts = plan.Options(0, 0, q.timeout, mpirun, runtime_args, {cmd.name: []}, command=cmd)
+    spec = {
+        "image": image.source,
+        "image_digest": image.digest,
+        "image_mpi": image.mpi_library or None,
+        "command": dataclasses.asdict(cmd),
+        "runtimes": arms,
+        "configs": [dataclasses.asdict(c) for c in configs],
+        "repeats": q.repeats,
+        "baseline_launches": launches,
+        "warmup_trials": q.warmup_trials,
+        "seed": q.seed,
+        "precision": target.precision if target else None,
+        "budget_s": target.budget_s if target else None,
+        "confidence": q.confidence,
+        "runtime_args": runtime_args,
+        "launcher": q.launcher,
+        "baseline": baseline,
+    }
+    return Campaign(image, "cpu", chosen, design, opts, spec)
+
+
+def _foreign_mpi(
+    image: Foreign, chosen: list[Runtime], mpirun: str | None, ranks: int
+) -> tuple[Foreign, str]:
+    """The MPI the image's ranks load, read from its files, and the host launcher that
+    can start them: a hybrid runtime's ranks are started by the host's mpirun, which
+    must be of the same family (Open MPI ranks under MPICH's Hydra each see a world of
+    one); Docker and Podman start them with the image's own."""
+    found = foreign.mpi_of(image)
+    if found is None:
+        raise KitError(
+            f"--np {ranks}: '{image.source}' holds no MPI library (libmpi.so.12 or .40), so "
+            "its ranks cannot be started together; run it at --np 1"
+        )
+    mpi, library = found
+    image = dataclasses.replace(image, mpi=mpi, mpi_library=library)
+    launcher = mpirun or foreign.launcher_for(mpi.flavour)
+    hybrid = [rt.name for rt in chosen if not rt.ranks_inside and rt.runs != "host"]
+    host = foreign.flavour_of_launcher(launcher)
+    if hybrid and host is not None and host != mpi.flavour:
+        raise KitError(
+            f"'{image.source}' carries {mpi.flavour} ({library}) but '{launcher}' is "
+            f"{host}'s launcher: {', '.join(hybrid)} ranks would not find each other; pass "
+            f"--mpirun {foreign.launcher_for(mpi.flavour)}, or run those ranks with the "
+            "image's own launcher under docker or podman"
+        )
+    return image, launcher

@@ -89,9 +89,9 @@ class Context:
 
 def title(recipe: Recipe, rt: Runtime, job: Job, c: Config) -> str:
     what = c.bench
-    if not benches.is_sweep(c.bench):
+    if not benches.is_sweep(c.bench) and c.model != "-":
         what = f"{c.bench} {c.model} bs={c.batch_size} {c.data}"
-    head = f"kit trial {job.name}: {rt.arm}, {recipe.name} {recipe.version}"
+    head = f"kit trial {job.name}: {rt.arm}, {recipe.label} {recipe.version}"
     return f"{head}, {what}, {c.ranks} rank(s)"
 
 
@@ -115,7 +115,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         index=i,
         warmup=p.warmup,
         repeat=p.repeat,
-        image=ctx.recipe.name,
+        image=ctx.recipe.label,
         variant=ctx.variant,
         bench=c.bench,
         model=c.model,
@@ -123,8 +123,8 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         ranks=c.ranks,
         data=c.data,
         bench_args=opts.bench_args.get(c.bench, []),
-        steps=opts.steps,
-        warmup_steps=opts.warmup_steps,
+        steps=0 if opts.command else opts.steps,  # a command's own length is its own
+        warmup_steps=0 if opts.command else opts.warmup_steps,
         launcher=ctx.launcher.label(rt, c.ranks),
         runtime=rt.arm,
         runtime_kind=rt.name,
@@ -157,6 +157,9 @@ def trial_job(
 ) -> Job:
     """The launch of one trial: its program (with the data folder as the runtime sees it)."""
     extra = opts.runtime_args.get(rt.arm, [])
+    if cmd := opts.command:  # a user's command: theirs natively, the image's otherwise
+        argv = cmd.native_argv if rt.runs == "host" else cmd.argv
+        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.read)
     real = c.data == "real" and opts.data_dir
     data = rt.data_path(opts.data_dir) if real else ""
     argv = program(prep.python, prep.bench_dir, c, opts, data, launch)

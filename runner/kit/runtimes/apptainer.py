@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir
@@ -16,6 +17,9 @@ from kit.image import convert, engine, pull
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 
 class Apptainer(Runtime):
@@ -49,6 +53,17 @@ class Apptainer(Runtime):
                 f"{recipe.version}-{variant})"
             )
         return base.in_image(str(got.sif), got.digest)
+
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        if image.kind == "sif":
+            return base.in_image(image.ref, image.digest)
+        art = convert.convert(image, image.variant, [self.runs])
+        # the image's working directory, as Docker starts there (Apptainer: the caller's)
+        workdir = image.config().get("WorkingDir")
+        return dataclasses.replace(
+            base.in_image(str(art.sif), art.digest),
+            options=(f"--pwd={workdir}",) if workdir else (),
+        )
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}" for path in job.binds]

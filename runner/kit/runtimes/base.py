@@ -5,13 +5,18 @@ import getpass
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kit.core import schema
 from kit.core.errors import KitError
 from kit.image.blocks import BENCH_DIR as IMAGE_BENCH
 from kit.image.blocks import PYTHON as IMAGE_PYTHON
 from kit.image.recipes import Recipe
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 __all__ = ["Job", "Prepared", "Runtime", "in_image"]
 
@@ -55,6 +60,9 @@ class Job:
     name: str  # unique per trial: container names and clean-up markers use it
     extra: list[str] = field(default_factory=list)  # user pass-through options
     binds: tuple[str, ...] = ()  # host folders the program reads, at the same path inside
+    # how the result is read from the job's output (None: the kit benchmark's JSON line);
+    # a str it returns says why there is none
+    read: Callable[[str], dict | str | None] | None = None
 
 
 def mpirun(job: Job) -> list[str]:
@@ -67,7 +75,7 @@ def one_container(head: list[str], prep: Prepared, job: Job) -> list[str]:
     image's own mpirun starts the ranks inside one container, which gets the trial's
     marker, the data folders at the same paths and the workload's tuning variables."""
     argv = [*head, "-e", "HOME=/tmp", "-e", "KIT_TRIAL"]  # kit finds (and names) ranks inside
-    argv += [f"--volume={path}:{path}" for path in job.binds]
+    argv += [f"--volume={path}:{path}" for path in job.binds] + list(prep.options)
     for k in user_env():
         if k.startswith(WORKLOAD_PREFIXES):
             argv += ["-e", k]
@@ -131,6 +139,13 @@ class Runtime:
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         raise NotImplementedError
+
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        """What it runs of an image kit did not build (kit run --image)."""
+        raise KitError(
+            f"runtime '{self.name}' does not run --image yet; use docker, podman, "
+            "singularity, charliecloud or native (with --native-command)"
+        )
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """The command that starts one rank of the job in this runtime."""

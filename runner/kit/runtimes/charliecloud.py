@@ -1,9 +1,15 @@
 """Charliecloud: runs the Shifter-format squashfs unprivileged, hybrid MPI model."""
 
+import dataclasses
+from typing import TYPE_CHECKING
+
 from kit.image import convert, engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 # ch-run mounts onto folders the (read-only) squashfs already has; Debian's /mnt is one.
 DATA_MOUNT = "/mnt"
@@ -33,9 +39,20 @@ class Charliecloud(Runtime):
         art = art or convert.convert(recipe, variant, [self.runs])
         return base.in_image(str(art.squashfs), art.digest)
 
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        """The squashfs (a SIF's own partition); ch-run passes its caller's environment
+        in, so the image's own (PATH, ...) is the trial's, and Docker's working directory."""
+        from kit.image import foreign
+
+        prep = base.in_image(str(foreign.squashfs(image)), image.digest)
+        config = image.config()
+        env = tuple(tuple(e.split("=", 1)) for e in config.get("Env") or [] if "=" in e)
+        workdir = config.get("WorkingDir")
+        return dataclasses.replace(prep, env=env, options=(f"--cd={workdir}",) if workdir else ())
+
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}:{DATA_MOUNT}" for path in job.binds]
-        return [self.tool, *binds, *job.extra, prep.ref, "--", *job.program]
+        return [self.tool, *prep.options, *binds, *job.extra, prep.ref, "--", *job.program]
 
     def data_path(self, host_path: str) -> str:
         return DATA_MOUNT

@@ -5,8 +5,10 @@ container, so the host mpirun cannot wire up ranks here (unlike Apptainer or
 Charliecloud); ranks share one container, launched by the image's own mpirun.
 """
 
+import dataclasses
 import os
 import subprocess
+from typing import TYPE_CHECKING
 
 from kit.core import schema
 from kit.core.errors import KitError
@@ -14,6 +16,11 @@ from kit.image import engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime, SiteOption
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
+
+ENTRY = ("--entrypoint=",)  # a foreign image's command runs as given
 
 
 class Docker(Runtime):
@@ -51,6 +58,15 @@ class Docker(Runtime):
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         tag = recipe.tag(variant)
         return base.in_image(tag, engine.image_id(tag))
+
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        if image.kind != "engine":
+            raise KitError(
+                f"runtime 'docker' runs images in the engine, not '{image.source}'; give "
+                "--image docker:NAME:TAG, or run the SIF under singularity and charliecloud"
+            )
+        # the user's command runs as given, whatever entrypoint the image declares
+        return dataclasses.replace(base.in_image(image.ref, image.digest), options=ENTRY)
 
     def command(self, prep: Prepared, job: Job) -> list[str]:
         head = [engine.docker(), "run", "--rm", "--init", "--name", job.name]

@@ -1,9 +1,14 @@
 """Native: the host's own python and MPI, with the image's pins (see kit.runtimes.native_env)."""
 
+from typing import TYPE_CHECKING
+
 from kit.core.paths import repo_root
 from kit.image.recipes import Recipe
 from kit.runtimes import native_env
 from kit.runtimes.base import Job, Prepared, Runtime
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 
 class Native(Runtime):
@@ -29,6 +34,11 @@ class Native(Runtime):
             env=tuple(recipe.env),
             settings=tuple(f"{k}={v} (the image's environment)" for k, v in recipe.env),
         )
+
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        """The host runs the user's own --native-command (their modules or venv): what
+        software that is, only they can say; the record says it was the host's."""
+        return Prepared("host", "native:host", "", "", settings=("--native-command on the host",))
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return job.program

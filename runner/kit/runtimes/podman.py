@@ -6,15 +6,21 @@ whose containers are started by conmon in a user namespace. As with Docker, the
 ranks share one container and the image's own mpirun starts them.
 """
 
+import dataclasses
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
+from kit.core.errors import KitError
 from kit.core.proc import capture
 from kit.image import convert
 from kit.image.recipes import Recipe
-from kit.runtimes import base
+from kit.runtimes import base, docker
 from kit.runtimes.base import Job, Prepared, Runtime
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 
 class Podman(Runtime):
@@ -39,7 +45,20 @@ class Podman(Runtime):
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         """Load the archive unless the store already holds this very image (same id)."""
         art = convert.convert(recipe, variant, [self.runs])
-        ref = f"localhost/{recipe.tag(variant)}"
+        return base.in_image(self._load(f"localhost/{recipe.tag(variant)}", art), art.digest)
+
+    def prepare_foreign(self, image: "Foreign") -> Prepared:
+        if image.kind != "engine":
+            raise KitError(
+                f"runtime 'podman' runs a docker save archive of an engine image, not "
+                f"'{image.source}'; give --image docker:NAME:TAG or PATH.tar"
+            )
+        art = convert.convert(image, image.variant, [self.runs])
+        # by id: however podman names what it loaded, the id is the engine's
+        prep = base.in_image(self._load(art.digest.split(":")[-1], art), art.digest)
+        return dataclasses.replace(prep, options=docker.ENTRY)
+
+    def _load(self, ref: str, art: convert.Artifacts) -> str:
         held = subprocess.run(
             [self.tool, "image", "inspect", "--format", "{{.Id}}", ref],
             capture_output=True,
@@ -49,7 +68,7 @@ class Podman(Runtime):
             t0 = time.monotonic()
             capture([self.tool, "load", "--quiet", "--input", str(art.tar)], "podman load")
             print(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        return base.in_image(ref, art.digest)
+        return ref
 
     def command(self, prep: Prepared, job: Job) -> list[str]:
         head = [self.tool, "run", "--rm", "--init", "--name", job.name]

@@ -1,0 +1,200 @@
+"""An image kit did not build (`kit run --image REF`): one in the local Docker engine
+(`docker:NAME[:TAG]`), a `docker save` archive (loaded into the engine), or a SIF file.
+
+kit's own conversion pipeline makes what each runtime runs from it, filed under its
+digest like a recipe's image (`kit convert`): the engine's image for Docker, its
+`docker save` archive for Podman, a SIF for Apptainer (a SIF given is used as it is),
+the squashfs for Charliecloud (a SIF's own primary partition, taken out once). The MPI
+it carries is read from its files, so a launch its ranks cannot survive is refused
+before the first trial.
+"""
+
+import hashlib
+import json
+import re
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.errors import KitError
+from kit.core.paths import cache_dir, exclusive
+from kit.core.proc import capture, which
+from kit.image import convert, engine
+from kit.image.recipes import FLAVOURS, Mpi
+
+FORMS = "docker:NAME[:TAG] (an image in the local engine), PATH.tar (docker save) or PATH.sif"
+SIF_MAGIC = b"SIF_MAGIC"
+NO_MPI = Mpi("mpich", "")  # one rank: no launcher is used
+# A library's file name -> the MPI family whose ranks load it (the ABI a launcher must match)
+MPI_LIBRARIES = (
+    (re.compile(r"^libmpich\.so\.12(\.|$)"), "mpich"),
+    (re.compile(r"^libmpi\.so\.12(\.|$)"), "mpich"),  # MPICH-ABI builds (Cray MPICH, Intel MPI)
+    (re.compile(r"^libmpi\.so\.40(\.|$)"), "openmpi"),
+)
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """The image as kit's conversions and runtimes take it (the parts of a recipe they read)."""
+
+    source: str  # REF as the user gave it: what every record names
+    kind: str  # "engine" or "sif"
+    ref: str  # the engine's reference, or the SIF's absolute path
+    digest: str  # the engine's image id, or sha256 of the SIF file
+    benchmarks: tuple[str, ...] = ()  # the command's name: the one benchmark it runs
+    version: str = "foreign"  # in place of a recipe version
+    variant: str = "cpu"
+    env: tuple[tuple[str, str], ...] = ()
+    mpi: Mpi = NO_MPI  # what its ranks load (read for more than one rank)
+    mpi_library: str = ""  # the library file that says so ("": not read, or none)
+
+    @property
+    def label(self) -> str:
+        return self.source
+
+    @property
+    def name(self) -> str:
+        """Its folder in the conversion cache."""
+        return "foreign-" + self.digest.split(":")[-1][:16]
+
+    def tag(self, variant: str) -> str:
+        return self.ref
+
+    def config(self) -> dict:
+        """The engine image's Config (entrypoint, environment, working directory)."""
+        if self.kind != "engine":
+            return {}
+        return (engine.inspect(self.ref) or {}).get("Config") or {}
+
+    def folder(self) -> Path:
+        return cache_dir() / "images" / self.name / self.digest.split(":")[-1][:16]
+
+
+def resolve(source: str, plan_only: bool = False) -> Foreign:
+    """REF checked and made usable: an engine image inspected, an archive loaded into the
+    engine (not by a dry run), a SIF recognised and hashed."""
+    if source.startswith("docker:"):
+        ref = source.removeprefix("docker:")
+        info = engine.inspect(ref) if ref else None
+        if info is None:
+            raise KitError(
+                f"--image '{source}': no such image in the local Docker engine "
+                "(docker images lists them; build or load it first)"
+            )
+        return Foreign(source, "engine", ref, info["Id"])
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise KitError(f"--image '{source}' is not an image kit can read; give {FORMS}")
+    with path.open("rb") as f:
+        head = f.read(64)
+    if SIF_MAGIC in head:
+        return Foreign(source, "sif", str(path.resolve()), "sha256:" + _sha256(path))
+    if tarfile.is_tarfile(path):
+        return _archive(source, path, plan_only)
+    raise KitError(f"--image '{source}' is neither a SIF nor a docker save archive; give {FORMS}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
+    """A `docker save` archive: loaded into the engine (once; docker load of the same
+    image again changes nothing), then an engine image like any other."""
+    try:
+        with tarfile.open(path) as tar:
+            manifest = json.load(tar.extractfile("manifest.json"))
+        tags = [t for entry in manifest for t in entry.get("RepoTags") or []]
+        config = manifest[0]["Config"]
+    except (KeyError, ValueError, TypeError, IndexError, tarfile.TarError, AttributeError):
+        raise KitError(
+            f"--image '{source}' is a tar file but not a docker save archive (no manifest.json)"
+        ) from None
+    image_id = "sha256:" + Path(config).stem.split("/")[-1].removesuffix(".json")
+    if plan_only:
+        return Foreign(source, "engine", tags[0] if tags else image_id, image_id)
+    said = capture([engine.docker(), "load", "--input", str(path)], "docker load")
+    loaded = re.findall(r"Loaded image(?: ID)?: (\S+)", said)
+    ref = tags[0] if tags else (loaded[-1] if loaded else image_id)
+    info = engine.inspect(ref)
+    if info is None:
+        raise KitError(f"--image '{source}': docker load said {said.strip()!r}; no image found")
+    return Foreign(source, "engine", ref, info["Id"])
+
+
+def squashfs(image: Foreign) -> Path:
+    """The image's root file system as a squashfs (Charliecloud's input; the file list
+    MPI is read from): kit's own conversion of an engine image, a SIF's primary
+    partition taken out of it."""
+    if image.kind == "engine":
+        return convert.convert(image, image.variant, ["squashfs"]).squashfs
+    folder = image.folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "image.sqfs"
+    with exclusive(folder / ".lock", f"the squashfs of {image.source}"):
+        if not target.is_file():
+            apptainer = which("apptainer", convert.APPTAINER_FIX)
+            listed = capture([apptainer, "sif", "list", image.ref], "apptainer sif list")
+            ids = [
+                line.split("|")[0].strip()
+                for line in listed.splitlines()
+                if "Squashfs" in line and "System" in line
+            ]
+            if not ids:
+                raise KitError(
+                    f"--image '{image.source}': the SIF has no squashfs system partition"
+                )
+            part = target.with_suffix(".sqfs.part")
+            with part.open("wb") as out:
+                p = subprocess.run([apptainer, "sif", "dump", ids[0], image.ref], stdout=out)
+            if p.returncode != 0:
+                raise KitError(f"--image '{image.source}': apptainer sif dump failed")
+            part.rename(target)
+    return target
+
+
+def mpi_of(image: Foreign) -> tuple[Mpi, str] | None:
+    """The MPI family the image's ranks would load, and the library file that says so, read
+    from the squashfs's file list (no shell or Python needed in the image); None: no MPI."""
+    folder = image.folder()
+    cached = folder / "mpi.json"
+    if cached.is_file():
+        got = json.loads(cached.read_text())
+        return (Mpi(got["flavour"], ""), got["library"]) if got else None
+    unsquashfs = which("unsquashfs", "install squashfs-tools (Debian package)")
+    listed = capture([unsquashfs, "-l", "-n", str(squashfs(image))], "unsquashfs -l")
+    found = None
+    for line in listed.splitlines():
+        name = line.rsplit("/", 1)[-1]
+        for pattern, flavour in MPI_LIBRARIES:
+            if pattern.match(name):
+                found = {"flavour": flavour, "library": line.removeprefix("squashfs-root")}
+                break
+        if found:
+            break
+    cached.write_text(json.dumps(found))
+    return (Mpi(found["flavour"], ""), found["library"]) if found else None
+
+
+def flavour_of_launcher(mpirun: str) -> str | None:
+    """The MPI family of a host launcher, from its --version (Hydra is MPICH's)."""
+    try:
+        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    said = (p.stdout + p.stderr).lower()
+    if "open mpi" in said or "open-mpi" in said or "openrte" in said:
+        return "openmpi"
+    if "hydra" in said or "mpich" in said:
+        return "mpich"
+    return None
+
+
+def launcher_for(flavour: str) -> str:
+    """The host launcher of a flavour (mpirun.mpich, mpirun.openmpi)."""
+    return FLAVOURS[flavour].mpirun

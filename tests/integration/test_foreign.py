@@ -1,0 +1,102 @@
+"""Your own image and command (kit run --image REF --command ...): an image kit did not
+build, without a shell or Python and with an entrypoint of its own, measured under every
+runtime and reported under its own figure's name and unit."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import docker, kit, leftovers
+
+pytestmark = pytest.mark.integration
+
+TAG = "kit-test/loop:1"
+# A compiled loop that prints its own figure; linked statically, so the image is the
+# binary alone (FROM scratch: no shell, no Python, no libc), behind an entrypoint.
+LOOP = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    volatile double x = 0;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) x += i * 0.5;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("rate: %.1f ops/s\n", n / ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9));
+    return 0;
+}
+"""
+DOCKERFILE = 'FROM scratch\nCOPY loop /loop\nENTRYPOINT ["/loop", "1"]\n'
+METRIC = ["--metric", r"rate: (?P<rate>[0-9.]+) ops/s", "--unit", "ops/s"]
+
+
+@pytest.fixture(scope="session")
+def loop(ready, tmp_path_factory) -> Path:
+    """The image in the local engine, and the binary on the host (the native arm's)."""
+    folder = tmp_path_factory.mktemp("loop")
+    (folder / "loop.c").write_text(LOOP)
+    subprocess.run(["gcc", "-O1", "-static", "-o", folder / "loop", folder / "loop.c"], check=True)
+    (folder / "Dockerfile").write_text(DOCKERFILE)
+    docker("build", "--quiet", "--tag", TAG, str(folder))
+    return folder / "loop"
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def test_a_foreign_image_and_command_under_every_runtime_then_report(loop, tmp_path):
+    out = tmp_path / "c"
+    kit("run", "--image", f"docker:{TAG}", "--command", "/loop 3000000", *METRIC,
+        "--native-command", f"{loop} 3000000", "--name", "loop",
+        "--runtime", "native,docker,podman,singularity,charliecloud",
+        "--repeats", "2", "--warmup-trials", "0", "--baseline-launches", "1",
+        "--out", str(out))  # fmt: skip
+    rs = records(out)
+    assert len(rs) == 10 and {r["status"] for r in rs} == {"ok"}, [r["cause"] for r in rs]
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", TAG).strip()
+    for r in rs:
+        assert r["image"] == f"docker:{TAG}" and r["bench"] == "loop"
+        assert r["result"]["value"] > 0 and r["result"]["metric"]["name"] == "rate"
+        if r["runtime"] != "native":
+            assert r["image_digest"] == image_id  # the conversions are filed under it
+    report = kit("report", str(out)).stdout
+    assert f"docker:{TAG} · loop · 1 rank(s)" in report
+    assert "rate ops/s median [CI]" in report
+    csv = kit("report", str(out), "--format", "csv").stdout.splitlines()
+    assert csv[1].split(",")[14] == "value"  # the metric column names the command's figure
+    assert not leftovers()
+
+    # The SIF kit made, given alone: Apptainer runs it, Charliecloud its own partition.
+    sif = next((Path.home() / ".cache/kit/images").glob("foreign-*/*/image.sif"))
+    alone = tmp_path / "sif"
+    kit("run", "--image", str(sif), "--command", "/loop 3000000", *METRIC,
+        "--runtime", "singularity,charliecloud", "--repeats", "1", "--warmup-trials", "0",
+        "--out", str(alone))  # fmt: skip
+    rs = records(alone)
+    assert [r["status"] for r in rs] == ["ok", "ok"] and {r["image"] for r in rs} == {str(sif)}
+
+
+def test_a_command_that_never_prints_its_figure_fails_each_trial_with_its_output(loop, tmp_path):
+    out = tmp_path / "none"
+    p = kit("run", "--image", f"docker:{TAG}", "--command", "/loop 10",
+            "--metric", r"throughput: (?P<throughput>[0-9.]+)", "--runtime", "docker",
+            "--repeats", "1", "--warmup-trials", "0", "--out", str(out), check=False)  # fmt: skip
+    assert p.returncode == 1 and "no trial of docker (1 failed) succeeded" in p.stderr
+    (r,) = records(out)
+    assert r["status"] == "failed" and r["result"] is None
+    assert r["cause"].startswith("no line of the output matched --metric 'throughput:")
+    assert "rate: " in r["output_tail"]  # what it printed instead
+
+
+def test_ranks_of_an_image_without_mpi_are_refused_before_the_first_trial(loop, tmp_path):
+    p = kit("run", "--image", f"docker:{TAG}", "--command", "/loop 10", *METRIC,
+            "--runtime", "singularity", "--np", "2", "--reduce", "sum",
+            "--out", str(tmp_path / "np2"), check=False)  # fmt: skip
+    last = p.stderr.splitlines()[-1]  # after the squashfs its file list is read from
+    assert p.returncode == 2 and last.startswith("kit: error: --np 2: 'docker:kit-test/loop:1'")
+    assert "holds no MPI library" in last and not (tmp_path / "np2").exists()
