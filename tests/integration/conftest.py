@@ -261,9 +261,12 @@ def docker(*args: str) -> str:
 def leftovers() -> list[str]:
     """Our processes that a trial could have left behind, and kit containers."""
     mine = subprocess.run(
-        ["ps", "-u", str(os.getuid()), "-o", "pid=,args="], capture_output=True, text=True
+        ["ps", "-u", str(os.getuid()), "-o", "pid=,stat=,args="], capture_output=True, text=True
     ).stdout.splitlines()
-    procs = [p for p in mine if any(word in p for word in LEFTOVER)]
+    # a zombie runs nothing: Podman's conmon exits as the container ends, and its parent
+    # (Podman's pause process) reaps it a moment later
+    running = [p for p in mine if p.split(None, 2)[1:2] != ["Z"] and "<defunct>" not in p]
+    procs = [p for p in running if any(word in p for word in LEFTOVER)]
     containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
     return procs + containers
 

@@ -78,9 +78,19 @@ def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
     return info
 
 
+# What ch-run binds onto in a read-only image (it never makes a mount point): an image
+# FROM scratch lacks them, a distribution's has them all. Added only where missing.
+MOUNT_POINTS: dict[str, tuple[bytes, int]] = {
+    **{f"etc/{f}": (tarfile.REGTYPE, 0o644) for f in ("passwd", "group", "hosts", "resolv.conf")},
+    **{d: (tarfile.DIRTYPE, 0o755) for d in ("dev", "proc", "sys", "mnt", "home")},
+    "tmp": (tarfile.DIRTYPE, 0o1777),
+}
+
+
 def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
     """Copy the tar stream src to dst, every entry owned by root, without dev/* and
-    without what extra replaces, then add extra's files, links and folders at the end."""
+    without what extra replaces, then add extra's files, links and folders at the end,
+    and the mount points the image lacks (MOUNT_POINTS)."""
     with (
         tarfile.open(fileobj=src, mode="r|") as source,
         tarfile.open(fileobj=dst, mode="w|", format=tarfile.PAX_FORMAT) as out,
@@ -89,6 +99,7 @@ def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
         for member in source:
             name = member.name.removeprefix("./").rstrip("/")
             if name == "dev" and member.isdir():
+                seen.add(name)
                 out.addfile(_owned_by_root(member))  # the folder stays: runtimes mount onto it
                 continue
             if name.startswith("dev/") or name in extra:
@@ -114,3 +125,10 @@ def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
                 info = _entry(path, tarfile.REGTYPE, 0o755)
                 info.size = len(data)
                 out.addfile(_owned_by_root(info), io.BytesIO(data))
+        for path, (kind, mode) in MOUNT_POINTS.items():
+            folder = path.rpartition("/")[0]
+            if folder and folder not in seen:
+                seen.add(folder)
+                out.addfile(_owned_by_root(_entry(folder, tarfile.DIRTYPE, 0o755)))
+            if path not in seen:
+                out.addfile(_owned_by_root(_entry(path, kind, mode)), io.BytesIO(b""))

@@ -124,7 +124,7 @@ def _row(arm: Arm, a: Analysis) -> list[str]:
         arm.verdict,
         _iv(arm.startup, 2),
         _load(arm),
-        f"{arm.peak_rss_mb:.0f}",
+        f"{arm.peak_rss_mb:.0f}" if arm.peak_rss_mb else "n/a",  # a command reports none
         arm.framework,
         arm.mpi,
     ]
