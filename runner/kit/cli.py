@@ -70,6 +70,19 @@ def cmd_convert(a: argparse.Namespace) -> None:
     print(art.dir)
 
 
+def cmd_import(a: argparse.Namespace) -> None:
+    from kit.image import importer
+
+    if a.build not in (None, "docker", "apptainer"):
+        raise KitError(f"--build '{a.build}' must be docker or apptainer")
+    done = importer.write(a.dockerfile, a.name, a.out, a.base)
+    print(f"wrote {done.definition} (from {done.base})")
+    for line in done.untranslated:
+        print(f"  not translated: {line}")
+    if a.build:
+        print(f"built: kit run --image {importer.build(done, a.build)} --command ...")
+
+
 def cmd_pull(a: argparse.Namespace) -> None:
     from kit.image import pull, recipes
 
@@ -213,7 +226,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_list, _render, _base, _build, _convert, _pull, _run, _report, _presets, _doctor):
+    commands = (_list, _render, _base, _build, _convert, _pull, _import, _run, _report)
+    for add in (*commands, _presets, _doctor):
         add(sub)
     return p
 
@@ -295,6 +309,32 @@ def _pull(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--variant", default="cpu")
     s.set_defaults(func=cmd_pull)
+
+
+def _import(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "import",
+        help="your Dockerfile as an Apptainer definition too (spython), built either way",
+        description="Write NAME.def from a Dockerfile with spython's converter, listing what "
+        "has no Apptainer equivalent (USER, SHELL, HEALTHCHECK, ...), so a site without "
+        "Docker builds the same image; then kit run --image measures it.",
+    )
+    s.add_argument("dockerfile", type=Path, metavar="DOCKERFILE")
+    s.add_argument("--name", required=True, help="the image's name (lower case), e.g. train")
+    s.add_argument("--out", type=Path, help="folder for NAME.def (default: the Dockerfile's)")
+    s.add_argument(
+        "--base",
+        metavar="FILE",
+        help="bootstrap the definition from this local SIF or docker save archive instead "
+        "of pulling the Dockerfile's FROM image from its registry",
+    )
+    s.add_argument(
+        "--build",
+        metavar="WITH",
+        help="then build it: docker (tag NAME in the local engine) or apptainer (NAME.sif "
+        "beside the definition, as the caller)",
+    )
+    s.set_defaults(func=cmd_import)
 
 
 def _run(sub: argparse._SubParsersAction) -> None:

@@ -3,10 +3,14 @@ build, without a shell or Python and with an entrypoint of its own, measured und
 runtime and reported under its own figure's name and unit."""
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from kit.image import recipes
+from kit.image.debian_base import base_tag
 
 from .conftest import docker, kit, leftovers
 
@@ -31,6 +35,19 @@ int main(int argc, char **argv) {
 }
 """
 DOCKERFILE = 'FROM scratch\nCOPY loop /loop\nENTRYPOINT ["/loop", "1"]\n'
+MPI_TAG = "kit-test/mpiloop:1"
+# The same loop as MPI ranks, each printing its own rate; the image has Debian's MPICH
+# (the pytorch-mpich recipe's pins) and nothing else of kit's.
+MPI_LOOP = LOOP.replace("#include <time.h>", "#include <time.h>\n#include <mpi.h>").replace(
+    "    long n", "    MPI_Init(&argc, &argv);\n    long n").replace(
+    "    return 0;", "    MPI_Finalize();\n    return 0;")  # fmt: skip
+MPI_DOCKERFILE = f"""FROM {base_tag("bookworm")}
+RUN apt-get -o APT::Sandbox::User=root update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \\
+        --no-install-recommends {" ".join(recipes.load("pytorch-mpich").mpi.apt[:1])} && \\
+    apt-get clean && rm -rf /var/lib/apt/lists/*
+COPY mpiloop /usr/local/bin/mpiloop
+"""
 METRIC = ["--metric", r"rate: (?P<rate>[0-9.]+) ops/s", "--unit", "ops/s"]
 
 
@@ -43,6 +60,19 @@ def loop(ready, tmp_path_factory) -> Path:
     (folder / "Dockerfile").write_text(DOCKERFILE)
     docker("build", "--quiet", "--tag", TAG, str(folder))
     return folder / "loop"
+
+
+@pytest.fixture(scope="session")
+def mpi_loop(ready, tmp_path_factory) -> Path:
+    """An image whose ranks load Debian's MPICH: the C loop as an MPI program."""
+    folder = tmp_path_factory.mktemp("mpiloop")
+    (folder / "mpiloop.c").write_text(MPI_LOOP)
+    subprocess.run(
+        ["mpicc.mpich", "-O1", "-o", folder / "mpiloop", folder / "mpiloop.c"], check=True
+    )
+    (folder / "Dockerfile").write_text(MPI_DOCKERFILE)
+    docker("build", "--quiet", "--tag", MPI_TAG, str(folder))
+    return folder / "mpiloop"
 
 
 def records(out: Path) -> list[dict]:
@@ -100,3 +130,57 @@ def test_ranks_of_an_image_without_mpi_are_refused_before_the_first_trial(loop, 
     last = p.stderr.splitlines()[-1]  # after the squashfs its file list is read from
     assert p.returncode == 2 and last.startswith("kit: error: --np 2: 'docker:kit-test/loop:1'")
     assert "holds no MPI library" in last and not (tmp_path / "np2").exists()
+
+
+def test_mpi_ranks_of_a_foreign_image_under_every_runtime(mpi_loop, tmp_path):
+    """Two ranks: hybrid (the host's Hydra starts Apptainer and Charliecloud ranks), inside
+    one container (Docker, Podman: the image's own mpirun), and natively; each record says
+    which MPI library its ranks mapped."""
+    out = tmp_path / "np2"
+    kit("run", "--image", f"docker:{MPI_TAG}", "--command", "/usr/local/bin/mpiloop 300000000",
+        *METRIC, "--reduce", "sum", "--np", "2", "--native-command", f"{mpi_loop} 300000000",
+        "--runtime", "native,docker,podman,singularity,charliecloud", "--repeats", "1",
+        "--warmup-trials", "0", "--baseline-launches", "1", "--out", str(out))  # fmt: skip
+    rs = records(out)
+    assert {r["status"] for r in rs} == {"ok"}, [(r["runtime"], r["cause"]) for r in rs]
+    for r in rs:
+        assert len(r["result"]["matches"]) == 2  # one line a rank, summed
+        assert r["result"]["value"] == sum(r["result"]["matches"])
+        assert any("libmpich.so.12" in x for x in r["result"]["mpi_loaded"]), r["runtime"]
+    assert not leftovers()
+    p = kit("run", "--image", f"docker:{MPI_TAG}", "--command", "/usr/local/bin/mpiloop 10",
+            *METRIC, "--reduce", "sum", "--np", "2", "--runtime", "singularity",
+            "--mpirun", "mpirun.openmpi", "--dry-run", check=False)  # fmt: skip
+    last = p.stderr.splitlines()[-1]
+    assert p.returncode == 2 and "carries mpich" in last and "--mpirun mpirun.mpich" in last
+
+
+IMPORTED = """\
+FROM kit/debian:bookworm
+COPY loop /opt/loop/bin/loop
+ENV PATH=/opt/loop/bin:$PATH
+WORKDIR /work
+USER 1000
+CMD ["loop", "1000"]
+"""
+
+
+def test_kit_import_builds_with_apptainer_alone_then_runs(definition, loop, tmp_path):
+    """A Dockerfile made a definition by spython, built by Apptainer from a local base SIF
+    (no Docker, no registry), measured by kit run --image."""
+    if isinstance(definition, str):
+        pytest.fail(definition)
+    base = Path(definition).parent / "base.sif"  # the kit base, made by Apptainer alone
+    (tmp_path / "Dockerfile").write_text(IMPORTED)
+    shutil.copy(loop, tmp_path / "loop")
+    p = kit("import", str(tmp_path / "Dockerfile"), "--name", "loop", "--base", str(base),
+            "--build", "apptainer")  # fmt: skip
+    assert f"wrote {tmp_path / 'loop.def'} (from localimage:{base})" in p.stdout
+    assert "not translated: line 5: USER 1000: Apptainer runs as the caller" in p.stdout
+    sif = tmp_path / "loop.sif"
+    assert f"built: kit run --image {sif}" in p.stdout
+    out = tmp_path / "run"
+    kit("run", "--image", str(sif), "--command", "/opt/loop/bin/loop 3000000", *METRIC,
+        "--runtime", "singularity,charliecloud", "--repeats", "1", "--warmup-trials", "0",
+        "--out", str(out))  # fmt: skip
+    assert [r["status"] for r in records(out)] == ["ok", "ok"]

@@ -78,7 +78,10 @@ class Local(Launcher):
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
     ) -> Launched:
         argv = rt.command(prep, job)
-        outcome = process.run(argv, env, timeout, job.name, lambda: rt.cleanup(job), job.read)
+        cleanup = lambda: rt.cleanup(job)  # noqa: E731
+        # a user's command at several ranks: which MPI its ranks load is watched for
+        watch = job.read is not None and job.ranks > 1
+        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, watch)
         return Launched(argv, outcome)
 
 

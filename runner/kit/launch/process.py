@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import benches
+from kit.image.foreign import MPI_LIBRARIES
 
 GRACE_S = 5.0
 # On a timeout each stuck Python rank is asked for its threads' stacks (benchmarks/kitbench.py
@@ -45,6 +46,7 @@ class Outcome:
     stuck: tuple[dict, ...] = ()  # on timeout: the processes still running, ranks first
     cause: str = ""  # a failed trial ended by a signal: which, as far as can be told
     oom_killed: bool = False  # a rank died of SIGKILL while the kernel's OOM killer acted
+    mpi_loaded: tuple[str, ...] = ()  # watched for: the MPI library files its ranks mapped
 
 
 # Who reports a rank's death by a signal, and how: MPICH's Hydra (4.x, then 3.x), Open MPI
@@ -186,12 +188,31 @@ def _comm(pid: int) -> str:
         return ""
 
 
-class Tree(threading.Thread):
-    """Remembers every process that descends from root while the trial runs."""
+def mapped_mpi(pids: list[int]) -> set[str]:
+    """The MPI library files (by ABI family, foreign.MPI_LIBRARIES) these processes have
+    mapped, as each sees its file system (inside its container)."""
+    found = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+            name = path.rsplit("/", 1)[-1]
+            if path.startswith("/") and any(p.match(name) for p, _ in MPI_LIBRARIES):
+                found.add(path)
+    return found
 
-    def __init__(self, root: int, every_s: float = 0.25) -> None:
+
+class Tree(threading.Thread):
+    """Remembers every process that descends from root while the trial runs (and, when
+    asked, which MPI library its ranks load: a user's command does not say)."""
+
+    def __init__(self, root: int, every_s: float = 0.25, marker: str = "") -> None:
         super().__init__(daemon=True)
-        self.root, self.every_s = root, every_s
+        self.root, self.every_s, self.marker = root, every_s, marker
+        self.mpi_loaded: set[str] = set()
         self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
         self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
         self.orphaned: dict[int, float] = {}  # mount daemon -> when its parent was found gone
@@ -242,6 +263,8 @@ class Tree(threading.Thread):
         while not self.done.wait(self.every_s):
             self.scan()
             self.stop_orphaned_mounts()
+            if self.marker and not self.mpi_loaded:  # ranks in a container: by their marker
+                self.mpi_loaded = mapped_mpi([*self.alive(), *marked(self.marker)])
 
     def alive(self) -> list[int]:
         return [pid for pid, start in self.seen.items() if (st := _stat(pid)) and st[1] == start]
@@ -280,6 +303,7 @@ def run(
     marker: str,
     cleanup: Callable[[], None],
     read: Callable[[str], dict | str | None] | None = None,
+    watch_mpi: bool = False,
 ) -> Outcome:
     """Run argv to completion, timeout or Ctrl-C. Output goes to files, not pipes, so the
     end of the launcher, not the end of every inherited descriptor, ends the wait. The
@@ -297,7 +321,7 @@ def run(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        tree = Tree(proc.pid)
+        tree = Tree(proc.pid, marker=marker if watch_mpi else "")
         tree.start()
         status, stuck = None, ()
         try:
@@ -335,7 +359,8 @@ def run(
         oom = kills > 0 and ending_signal(proc.returncode, stderr + stdout) == signal.SIGKILL
         if not why and proc.returncode == 0:
             why = unread
-    return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom)
+    loaded = tuple(sorted(tree.mpi_loaded))
+    return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom, loaded)
 
 
 def read_result(

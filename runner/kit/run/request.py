@@ -281,6 +281,24 @@ def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
     return str(folder)
 
 
+def _spec(q: RunRequest, design: plan.Design, runtime_args: dict) -> dict:
+    """What --resume must find unchanged in campaign.json, whatever the workload."""
+    target = design.target
+    return {
+        "runtimes": design.runtimes,
+        "configs": [dataclasses.asdict(c) for c in design.configs],
+        "repeats": q.repeats,
+        "baseline_launches": design.baseline_launches,
+        "warmup_trials": q.warmup_trials,
+        "seed": q.seed,
+        "precision": target.precision if target else None,
+        "budget_s": target.budget_s if target else None,
+        "confidence": q.confidence,
+        "runtime_args": runtime_args,
+        "launcher": q.launcher,
+    }
+
+
 def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     """The campaign the request describes, or a KitError naming the first bad option.
     plan_only (--dry-run) makes nothing on disk."""
@@ -327,22 +345,12 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         "image": r.name,
         "recipe_version": r.version,
         "variant": q.variant,
-        "runtimes": arms,
-        "configs": [dataclasses.asdict(c) for c in configs],
-        "repeats": q.repeats,
-        "baseline_launches": launches,
-        "warmup_trials": q.warmup_trials,
-        "seed": q.seed,
+        **_spec(q, design, runtime_args),
         "steps": q.steps,
         "warmup_steps": q.warmup_steps,
         "min_time": "auto" if min_time is None else min_time,
-        "precision": target.precision if target else None,
-        "budget_s": target.budget_s if target else None,
-        "confidence": q.confidence,
-        "runtime_args": runtime_args,
         "bench_args": bench_args,
         "data_dir": data_dir,
-        "launcher": q.launcher,
         "slurm": dataclasses.asdict(site) if site else None,
     }
     if baseline != analysis.REFERENCE:  # campaigns saved before --baseline still resume
@@ -442,17 +450,7 @@ def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
         "image_digest": image.digest,
         "image_mpi": image.mpi_library or None,
         "command": dataclasses.asdict(cmd),
-        "runtimes": arms,
-        "configs": [dataclasses.asdict(c) for c in configs],
-        "repeats": q.repeats,
-        "baseline_launches": launches,
-        "warmup_trials": q.warmup_trials,
-        "seed": q.seed,
-        "precision": target.precision if target else None,
-        "budget_s": target.budget_s if target else None,
-        "confidence": q.confidence,
-        "runtime_args": runtime_args,
-        "launcher": q.launcher,
+        **_spec(q, design, runtime_args),
         "baseline": baseline,
     }
     return Campaign(image, "cpu", chosen, design, opts, spec)

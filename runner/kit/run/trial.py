@@ -108,6 +108,9 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
     own = ctx.launcher.owns_ranks(rt)
     host_load = hostload.during(before, hostload.sample(), outcome.wall_s, own=own)
     ended = status(outcome, rt.service_lost)
+    result = outcome.result
+    if opts.command and result is not None and c.ranks > 1:  # what its ranks really loaded
+        result = {**result, "mpi_loaded": list(outcome.mpi_loaded)}
     why = f"{rt.service} stopped answering" if ended == "lost" else outcome.cause
     filed = Trial(
         schema=TRIAL_SCHEMA,
@@ -144,7 +147,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         status=ended,
         cause=why,
         exit_code=outcome.exit_code,
-        result=outcome.result,
+        result=result,
         output_tail=outcome.output_tail if ended != "ok" else "",
         stuck=list(outcome.stuck),
     ).to_json()
