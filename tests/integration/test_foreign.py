@@ -110,6 +110,17 @@ def test_a_foreign_image_and_command_under_every_runtime_then_report(loop, tmp_p
     rs = records(alone)
     assert [r["status"] for r in rs] == ["ok", "ok"] and {r["image"] for r in rs} == {str(sif)}
 
+    # A docker save archive: loaded into the engine, then as any engine image.
+    tar = tmp_path / "loop.tar"
+    docker("save", "-o", str(tar), TAG)
+    kit("run", "--image", str(tar), "--command", "/loop 3000000", *METRIC, "--runtime",
+        "docker,charliecloud", "--repeats", "1", "--warmup-trials", "0",
+        "--out", str(tmp_path / "tar"))  # fmt: skip
+    rs = records(tmp_path / "tar")
+    assert [r["status"] for r in rs] == ["ok", "ok"] and {r["image_digest"] for r in rs} == {
+        image_id
+    }
+
 
 def test_a_command_that_never_prints_its_figure_fails_each_trial_with_its_output(loop, tmp_path):
     out = tmp_path / "none"
