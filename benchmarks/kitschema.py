@@ -60,6 +60,7 @@ class Bench:
     version_label: str = "version"
     models: tuple[str, ...] = ()
     fixed: tuple[str, ...] = ()  # options always passed
+    needs: tuple[str, ...] = ()  # the Python modules it imports (checked in a foreign image)
 
     @property
     def sweep(self) -> bool:
@@ -106,8 +107,12 @@ MESSAGE = ("bytes",)
 PAYLOAD = ("payload", "mode", "bytes")  # gRPC: uniform/random/skew, (non-)serialized
 
 
-def _training(name: str, script: str, title: str, models=CNN_MODELS, fixed=()) -> Bench:
-    return Bench(name, script, title, TRAIN, IMAGES_PER_SEC, models=models, fixed=fixed)
+def _training(
+    name: str, script: str, title: str, needs: tuple, models=CNN_MODELS, fixed=()
+) -> Bench:
+    return Bench(
+        name, script, title, TRAIN, IMAGES_PER_SEC, models=models, fixed=fixed, needs=needs
+    )
 
 
 def _rows(*series: Series) -> dict:
@@ -135,19 +140,31 @@ GRPC_PS = Series(
     (Value("throughput_mb_s", "throughput", "MB/s"),),
 )
 
+TORCH = ("torch", "torchvision", "mpi4py")  # mpi4py: the Gloo rendezvous of several ranks
+TF = ("tensorflow", "mpi4py")
+
 BENCHES = {
     b.name: b
     for b in (
-        _training("torch-cnn", "torch_cnn.py", "PyTorch CNN training"),
+        _training("torch-cnn", "torch_cnn.py", "PyTorch CNN training", TORCH),
         _training(
             "torch-hvd",
             "torch_cnn.py",
             "PyTorch + Horovod CNN training",
+            (*TORCH, "horovod.torch"),
             fixed=("--dist", "horovod"),
         ),
-        _training("tf-cnn", "tf_cnn.py", "TensorFlow + Horovod CNN training"),
-        _training("tf-ps", "tf_ps.py", "TensorFlow parameter-server CNN training"),
-        _training("caffe2-cnn", "caffe2_cnn.py", "Caffe2 CNN training", models=CNN_MODELS[:-1]),
+        _training(
+            "tf-cnn", "tf_cnn.py", "TensorFlow + Horovod CNN training", (*TF, "horovod.tensorflow")
+        ),
+        _training("tf-ps", "tf_ps.py", "TensorFlow parameter-server CNN training", TF),
+        _training(
+            "caffe2-cnn",
+            "caffe2_cnn.py",
+            "Caffe2 CNN training",
+            ("caffe2.python", "mpi4py"),
+            models=CNN_MODELS[:-1],
+        ),
         Bench(
             "mpi",
             "mpi_bench.py",
@@ -156,6 +173,7 @@ BENCHES = {
             series=(P2P, ALLREDUCE),
             version="mpi_library",
             version_label="MPI library",
+            needs=("mpi4py",),
         ),
         Bench(
             "allgather",
@@ -165,6 +183,7 @@ BENCHES = {
             series=(ALLGATHER,),
             version="mpi_library",
             version_label="MPI library",
+            needs=("mpi4py",),
         ),
         Bench(
             "grpc",
@@ -177,6 +196,7 @@ BENCHES = {
             },
             series=(GRPC_P2P, GRPC_PS),
             version_label="grpcio",
+            needs=("grpc", "mpi4py"),
         ),
     )
 }

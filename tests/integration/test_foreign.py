@@ -195,3 +195,26 @@ def test_kit_import_builds_with_apptainer_alone_then_runs(definition, loop, tmp_
         "--runtime", "singularity,charliecloud", "--repeats", "1", "--warmup-trials", "0",
         "--out", str(out))  # fmt: skip
     assert [r["status"] for r in records(out)] == ["ok", "ok"]
+
+
+def test_kits_benchmarks_added_to_an_image_that_has_their_framework(built, loop, tmp_path):
+    """The image taken as anyone's (it has PyTorch and mpi4py): kit's benchmarks go in as
+    one layer and run with its own Python, at 1 and 2 ranks; an image without Python is
+    refused with one line."""
+    tag = recipes.load("pytorch-mpich").tag("cpu")
+    image = f"docker:{tag}"
+    out = tmp_path / "bench"
+    kit("run", "--image", image, "--bench", "torch-cnn", "--model", "tiny", "--batch-size", "4",
+        "--steps", "3", "--np", "1,2", "--runtime", "docker,charliecloud", "--repeats", "1",
+        "--warmup-trials", "0", "--out", str(out))  # fmt: skip
+    rs = records(out)
+    assert {(r["runtime"], r["ranks"], r["status"]) for r in rs} == {
+        (rt, n, "ok") for rt in ("docker", "charliecloud") for n in (1, 2)
+    }, [r["output_tail"] for r in rs]
+    base = docker("image", "inspect", "--format", "{{.Id}}", tag).strip()
+    for r in rs:
+        assert r["image"] == image and r["recipe_version"] == "foreign + kit benchmarks"
+        assert r["image_digest"] != base and r["result"]["images_per_sec"] > 0
+    p = kit("run", "--image", f"docker:{TAG}", "--bench", "torch-cnn", "--runtime", "docker",
+            "--dry-run", check=False)  # fmt: skip
+    assert p.returncode == 2 and "has no python3 that runs" in p.stderr.splitlines()[-1]

@@ -9,18 +9,24 @@ it carries is read from its files, so a launch its ranks cannot survive is refus
 before the first trial.
 """
 
+import dataclasses
 import hashlib
 import json
 import re
+import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core import benches
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive
+from kit.core.paths import cache_dir, exclusive, repo_root
 from kit.core.proc import capture, which
 from kit.image import convert, engine
+from kit.image.blocks import BENCH_DIR
 from kit.image.recipes import FLAVOURS, Mpi
 
 FORMS = "docker:NAME[:TAG] (an image in the local engine), PATH.tar (docker save) or PATH.sif"
@@ -48,6 +54,8 @@ class Foreign:
     env: tuple[tuple[str, str], ...] = ()
     mpi: Mpi = NO_MPI  # what its ranks load (read for more than one rank)
     mpi_library: str = ""  # the library file that says so ("": not read, or none)
+    python: str = ""  # with kit's benchmarks added: the image's own interpreter
+    variants: tuple[str, ...] = ("cpu",)
 
     @property
     def label(self) -> str:
@@ -125,6 +133,64 @@ def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
     if info is None:
         raise KitError(f"--image '{source}': docker load said {said.strip()!r}; no image found")
     return Foreign(source, "engine", ref, info["Id"])
+
+
+PROBE = """import importlib, json, sys
+missing = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        missing.append(f"{name} ({type(e).__name__})")
+print(json.dumps({"python": sys.executable, "missing": missing}))
+"""
+
+
+def with_benchmarks(image: Foreign, wanted: list[str], plan_only: bool = False) -> Foreign:
+    """The image with kit's benchmarks added as one thin layer (COPY benchmarks/), when its
+    Python imports what they need (checked by running its own python3); else a KitError
+    naming what is missing. The layer is made once per image and benchmarks' content."""
+    if image.kind != "engine":
+        raise KitError(
+            f"--bench with --image needs an engine image (docker:NAME:TAG or a docker save "
+            f"archive), not '{image.source}': kit adds its benchmarks as a layer"
+        )
+    needs = list(dict.fromkeys(m for b in wanted for m in benches.get(b).needs))
+    argv = [engine.docker(), "run", "--rm", "--entrypoint", "python3", "--network=none"]
+    p = subprocess.run([*argv, image.ref, "-c", PROBE, *needs], capture_output=True, text=True)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        said = (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise KitError(
+            f"--bench {','.join(wanted)} runs kit's Python benchmarks, but '{image.source}' "
+            f"has no python3 that runs ({said})"
+        )
+    found = json.loads(lines[-1])
+    if found["missing"]:
+        raise KitError(
+            f"--bench {','.join(wanted)} needs {', '.join(needs)} in the image; "
+            f"'{image.source}' cannot import {', '.join(found['missing'])}"
+        )
+    source = repo_root() / "benchmarks"
+    content = hashlib.sha256(image.digest.encode())
+    for f in sorted(source.glob("*.py")):
+        content.update(f.name.encode() + f.read_bytes())
+    tag = f"kit-bench/{image.name}:{content.hexdigest()[:16]}"
+    if not plan_only and engine.inspect(tag) is None:
+        with tempfile.TemporaryDirectory() as ctx:
+            shutil.copytree(
+                source, Path(ctx) / "benchmarks", ignore=shutil.ignore_patterns("__pycache__")
+            )
+            (Path(ctx) / "Dockerfile").write_text(
+                f"FROM {image.ref}\nCOPY benchmarks {BENCH_DIR}\n"
+            )
+            capture([engine.docker(), "build", "--quiet", "--tag", tag, ctx], "docker build")
+            print(f"{image.source}: kit's benchmarks added as {tag}", file=sys.stderr)
+    digest = image.digest if plan_only else engine.image_id(tag)
+    return dataclasses.replace(
+        image, ref=tag, digest=digest, benchmarks=tuple(wanted), python=found["python"],
+        version="foreign + kit benchmarks",
+    )  # fmt: skip
 
 
 def squashfs(image: Foreign) -> Path:

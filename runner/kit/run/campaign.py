@@ -52,8 +52,12 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
 
 
 def prepare(rt: Runtime, image: "Recipe | Foreign", variant: str) -> Prepared:
-    """What the runtime runs of the campaign's image (kit's recipe, or the user's own)."""
-    return rt.prepare_foreign(image) if isinstance(image, Foreign) else rt.prepare(image, variant)
+    """What the runtime runs of the campaign's image (kit's recipe, or the user's own; with
+    kit's benchmarks added to it, they run with the image's own Python)."""
+    if not isinstance(image, Foreign):
+        return rt.prepare(image, variant)
+    prep = rt.prepare_foreign(image)
+    return dataclasses.replace(prep, python=image.python) if image.python else prep
 
 
 def preflight(

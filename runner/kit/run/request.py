@@ -309,7 +309,11 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         raise KitError(f"--{own[0].replace('_', '-')} goes with --image REF (your own image)")
     if q.image is None:
         raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
-    r = recipes.load(q.image)
+    return _kit_campaign(q, recipes.load(q.image), plan_only)
+
+
+def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campaign:
+    """A campaign of kit's own benchmarks, in a kit image or one they were added to."""
     if q.variant not in r.variants:
         raise KitError(
             f"--variant '{q.variant}': image '{r.name}' has {', '.join(r.variants)}; pick one"
@@ -342,7 +346,7 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         auto_min_time=min_time is None,
     )
     spec = {
-        "image": r.name,
+        "image": r.label,
         "recipe_version": r.version,
         "variant": q.variant,
         **_spec(q, design, runtime_args),
@@ -406,6 +410,8 @@ def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
     report as kit's benchmarks, one configuration per rank count."""
     if q.image is not None:
         raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
+    if q.command is None and q.bench is not None:
+        return _foreign_bench(q, plan_only)
     for dest, default in KIT_BENCH_ONLY.items():
         if getattr(q, dest) != default:
             flag = "--" + dest.replace("_", "-")
@@ -454,6 +460,40 @@ def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
         "baseline": baseline,
     }
     return Campaign(image, "cpu", chosen, design, opts, spec)
+
+
+def _foreign_bench(q: RunRequest, plan_only: bool) -> Campaign:
+    """kit's own benchmarks in the user's image: added as a layer when its Python has what
+    they import, then a campaign like any kit image's (no native arm: kit's native
+    environment is made from a kit recipe's pins)."""
+    own = [f for f in FOREIGN_ONLY if getattr(q, f) not in (None, False, "")]
+    if own:
+        flag = "--" + own[0].replace("_", "-")
+        raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
+    if q.launcher != "local":
+        raise KitError("--image runs its trials on this host for now: leave out --launcher")
+    chosen = runtimes.parse(q.runtime)
+    for rt in chosen:
+        if rt.runs == "host":
+            raise KitError(
+                "--bench with --image has no native arm (kit's native environment is made "
+                "from a kit recipe's pins): leave native out, or measure your own command "
+                "with --command and --native-command"
+            )
+        if rt.name not in FOREIGN_RUNTIMES:
+            raise KitError(f"runtime '{rt.name}' does not run --image yet; use docker, podman, "
+                           "singularity or charliecloud")  # fmt: skip
+    wanted = names("--bench", q.bench)
+    for b in wanted:
+        benches.get(b)  # a KitError naming the known ones
+    image = foreign.resolve(q.foreign_image, plan_only)
+    image = foreign.with_benchmarks(image, wanted, plan_only)
+    ranks = ints("--np", q.np)
+    mpirun = q.mpirun
+    if max(ranks) > 1:
+        image, mpirun = _foreign_mpi(image, chosen, q.mpirun, max(ranks))
+    asked = dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun)
+    return _kit_campaign(asked, image, plan_only)
 
 
 def _foreign_mpi(

@@ -115,3 +115,17 @@ def test_a_plan_of_a_command_says_what_runs_and_how_its_figure_is_read(sif, host
     assert "   0 singularity  command np=1 warm-up" in text or "command np=1" in text
     assert "command: /loop 10 in the image" in text
     assert f"its figure: --metric '{METRIC}' (last of the matches)" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--runtime", "native,docker"], "has no native arm"),
+        (["--runtime", "docker", "--unit", "x/s"], "--unit goes with --command"),
+        (["--runtime", "docker", "--bench", "torch-cnn,nosuch"], "unknown benchmark 'nosuch'"),
+        (["--runtime", "singularity"], "needs an engine image"),
+    ],
+)
+def test_kit_benchmarks_in_a_foreign_image_are_refused_with_one_line(sif, host_tools, argv, says):
+    with pytest.raises(KitError, match=says):
+        check("--image", str(sif), *([] if "--bench" in argv else ["--bench", "torch-cnn"]), *argv)
