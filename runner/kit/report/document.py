@@ -34,7 +34,9 @@ def _iv(iv: stats.Interval | None, digits: int) -> str:
     if iv is None:
         return "n/a"
     mark = "†" if iv.short else ""
-    return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]{mark}"
+    # a command's own figure can be any size: past 10^5, four significant digits
+    form = ".4g" if abs(iv.value) >= 1e5 else f".{digits}f"
+    return f"{iv.value:{form}} [{iv.low:{form}}, {iv.high:{form}}]{mark}"
 
 
 def _ratio(arm: Arm, baseline: str) -> str:

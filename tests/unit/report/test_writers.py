@@ -505,3 +505,10 @@ def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
     page = writers.render(a, "html")
     for value in ("latency_us", "bandwidth_mb_s"):
         assert f'id="allgather-allgather-{value}-pytorch-mpich-np2"' in page
+
+
+def test_a_figure_of_any_size_stays_readable():
+    """A user's command may report ops/s in the hundreds of millions."""
+    big = stats.Interval(691586293.0, 688648144.2, 699945933.0, 0.95)
+    assert document._iv(big, 1) == "6.916e+08 [6.886e+08, 6.999e+08]"
+    assert document._iv(stats.Interval(9.25, 9.0, 9.5, 0.95), 1) == "9.2 [9.0, 9.5]"
