@@ -234,15 +234,15 @@ def mpi_of(image: Foreign) -> tuple[Mpi, str] | None:
         return (Mpi(got["flavour"], ""), got["library"]) if got else None
     unsquashfs = which("unsquashfs", "install squashfs-tools (Debian package)")
     listed = capture([unsquashfs, "-l", "-n", str(squashfs(image))], "unsquashfs -l")
-    found = None
-    for line in listed.splitlines():
-        name = line.rsplit("/", 1)[-1]
-        for pattern, flavour in MPI_LIBRARIES:
-            if pattern.match(name):
-                found = {"flavour": flavour, "library": line.removeprefix("squashfs-root")}
-                break
-        if found:
-            break
+    found = next(
+        (
+            {"flavour": flavour, "library": line.removeprefix("squashfs-root")}
+            for line in listed.splitlines()
+            for pattern, flavour in MPI_LIBRARIES
+            if pattern.match(line.rsplit("/", 1)[-1])
+        ),
+        None,
+    )
     cached.write_text(json.dumps(found))
     return (Mpi(found["flavour"], ""), found["library"]) if found else None
 

@@ -79,9 +79,7 @@ class Local(Launcher):
     ) -> Launched:
         argv = rt.command(prep, job)
         cleanup = lambda: rt.cleanup(job)  # noqa: E731
-        # a user's command at several ranks: which MPI its ranks load is watched for
-        watch = job.read is not None and job.ranks > 1
-        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, watch)
+        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)
 
 

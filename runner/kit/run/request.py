@@ -304,9 +304,8 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     plan_only (--dry-run) makes nothing on disk."""
     if q.foreign_image is not None:
         return _foreign(q, plan_only)
-    own = [f for f in FOREIGN_ONLY if getattr(q, f) not in (None, False, "")]
-    if own:
-        raise KitError(f"--{own[0].replace('_', '-')} goes with --image REF (your own image)")
+    if flag := _given(q, FOREIGN_ONLY):
+        raise KitError(f"{flag} goes with --image REF (your own image)")
     if q.image is None:
         raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
     return _kit_campaign(q, recipes.load(q.image), plan_only)
@@ -416,14 +415,7 @@ def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
         if getattr(q, dest) != default:
             flag = "--" + dest.replace("_", "-")
             raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
-    if q.launcher != "local":
-        raise KitError("--image runs its trials on this host for now: leave out --launcher")
-    chosen = runtimes.parse(q.runtime)
-    for rt in chosen:
-        if rt.name not in FOREIGN_RUNTIMES:
-            raise KitError(
-                f"runtime '{rt.name}' does not run --image yet; use {', '.join(FOREIGN_RUNTIMES)}"
-            )
+    chosen = _foreign_runtimes(q, native=True)
     _numbers(q)
     ranks = _launch(q)[1]
     cmd = _command(q, ranks)
@@ -437,10 +429,9 @@ def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
     if cmd.native_argv and "native" not in arms:
         raise KitError("--native-command is the native arm's: add native to --runtime")
     image = foreign.resolve(q.foreign_image, plan_only)
-    image = dataclasses.replace(image, benchmarks=(cmd.name,))
-    mpirun = q.mpirun
-    if max(ranks) > 1:
-        image, mpirun = _foreign_mpi(image, chosen, q.mpirun, max(ranks))
+    image, mpirun = _foreign_mpi(
+        dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
+    )
     default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
     baseline = _baseline(dataclasses.replace(q, baseline=q.baseline or default), chosen)
     target = _target(q, chosen, baseline)
@@ -466,52 +457,65 @@ def _foreign_bench(q: RunRequest, plan_only: bool) -> Campaign:
     """kit's own benchmarks in the user's image: added as a layer when its Python has what
     they import, then a campaign like any kit image's (no native arm: kit's native
     environment is made from a kit recipe's pins)."""
-    own = [f for f in FOREIGN_ONLY if getattr(q, f) not in (None, False, "")]
-    if own:
-        flag = "--" + own[0].replace("_", "-")
+    if flag := _given(q, FOREIGN_ONLY):
         raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
-    if q.launcher != "local":
-        raise KitError("--image runs its trials on this host for now: leave out --launcher")
-    chosen = runtimes.parse(q.runtime)
-    for rt in chosen:
-        if rt.runs == "host":
-            raise KitError(
-                "--bench with --image has no native arm (kit's native environment is made "
-                "from a kit recipe's pins): leave native out, or measure your own command "
-                "with --command and --native-command"
-            )
-        if rt.name not in FOREIGN_RUNTIMES:
-            raise KitError(f"runtime '{rt.name}' does not run --image yet; use docker, podman, "
-                           "singularity or charliecloud")  # fmt: skip
+    chosen = _foreign_runtimes(q, native=False)
     wanted = names("--bench", q.bench)
     for b in wanted:
         benches.get(b)  # a KitError naming the known ones
     image = foreign.resolve(q.foreign_image, plan_only)
     image = foreign.with_benchmarks(image, wanted, plan_only)
-    ranks = ints("--np", q.np)
-    mpirun = q.mpirun
-    if max(ranks) > 1:
-        image, mpirun = _foreign_mpi(image, chosen, q.mpirun, max(ranks))
+    image, mpirun = _foreign_mpi(image, chosen, q, ints("--np", q.np))
     asked = dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun)
     return _kit_campaign(asked, image, plan_only)
 
 
+def _given(q: RunRequest, dests: tuple[str, ...]) -> str | None:
+    """The first of these options the request sets, as its flag (--native-command)."""
+    given = [d for d in dests if getattr(q, d) not in (None, False, "")]
+    return "--" + given[0].replace("_", "-") if given else None
+
+
+def _foreign_runtimes(q: RunRequest, native: bool) -> list[Runtime]:
+    """The runtimes asked for, each one that runs a foreign image, on this host (native:
+    whether a native arm can be had, i.e. the user's --native-command)."""
+    if q.launcher != "local":
+        raise KitError("--image runs its trials on this host for now: leave out --launcher")
+    allowed = tuple(r for r in FOREIGN_RUNTIMES if native or r != "native")
+    chosen = runtimes.parse(q.runtime)
+    for rt in chosen:
+        if rt.runs == "host" and not native:
+            raise KitError(
+                "--bench with --image has no native arm (kit's native environment is made "
+                "from a kit recipe's pins): leave native out, or measure your own command "
+                "with --command and --native-command"
+            )
+        if rt.name not in allowed:
+            raise KitError(
+                f"runtime '{rt.name}' does not run --image yet; use {', '.join(allowed)}"
+            )
+    return chosen
+
+
 def _foreign_mpi(
-    image: Foreign, chosen: list[Runtime], mpirun: str | None, ranks: int
-) -> tuple[Foreign, str]:
+    image: Foreign, chosen: list[Runtime], q: RunRequest, ranks: list[int]
+) -> tuple[Foreign, str | None]:
     """The MPI the image's ranks load, read from its files, and the host launcher that
-    can start them: a hybrid runtime's ranks are started by the host's mpirun, which
-    must be of the same family (Open MPI ranks under MPICH's Hydra each see a world of
-    one); Docker and Podman start them with the image's own."""
+    can start them (at one rank: neither is needed). A hybrid runtime's ranks are
+    started by the host's mpirun, which must be of the same family (Open MPI ranks
+    under MPICH's Hydra each see a world of one); Docker and Podman start them with the
+    image's own."""
+    if max(ranks) == 1:
+        return image, q.mpirun
     found = foreign.mpi_of(image)
     if found is None:
         raise KitError(
-            f"--np {ranks}: '{image.source}' holds no MPI library (libmpi.so.12 or .40), so "
+            f"--np {max(ranks)}: '{image.source}' holds no MPI library (libmpi.so.12 or .40), so "
             "its ranks cannot be started together; run it at --np 1"
         )
     mpi, library = found
     image = dataclasses.replace(image, mpi=mpi, mpi_library=library)
-    launcher = mpirun or foreign.launcher_for(mpi.flavour)
+    launcher = q.mpirun or foreign.launcher_for(mpi.flavour)
     hybrid = [rt.name for rt in chosen if not rt.ranks_inside and rt.runs != "host"]
     host = foreign.flavour_of_launcher(launcher)
     if hybrid and host is not None and host != mpi.flavour:

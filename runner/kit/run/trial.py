@@ -109,7 +109,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
     host_load = hostload.during(before, hostload.sample(), outcome.wall_s, own=own)
     ended = status(outcome, rt.service_lost)
     result = outcome.result
-    if opts.command and result is not None and c.ranks > 1:  # what its ranks really loaded
+    if job.watch_mpi and result is not None:  # what its ranks really loaded
         result = {**result, "mpi_loaded": list(outcome.mpi_loaded)}
     why = f"{rt.service} stopped answering" if ended == "lost" else outcome.cause
     filed = Trial(
@@ -162,7 +162,7 @@ def trial_job(
     extra = opts.runtime_args.get(rt.arm, [])
     if cmd := opts.command:  # a user's command: theirs natively, the image's otherwise
         argv = cmd.native_argv if rt.runs == "host" else cmd.argv
-        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.read)
+        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.read, watch_mpi=c.ranks > 1)
     real = c.data == "real" and opts.data_dir
     data = rt.data_path(opts.data_dir) if real else ""
     argv = program(prep.python, prep.bench_dir, c, opts, data, launch)

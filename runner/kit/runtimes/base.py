@@ -63,6 +63,7 @@ class Job:
     # how the result is read from the job's output (None: the kit benchmark's JSON line);
     # a str it returns says why there is none
     read: Callable[[str], dict | str | None] | None = None
+    watch_mpi: bool = False  # record which MPI library files its ranks map (they do not say)
 
 
 def mpirun(job: Job) -> list[str]:

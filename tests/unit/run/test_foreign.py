@@ -1,6 +1,8 @@
 """kit run --image REF --command: a user's own image and workload, checked before anything
 runs, and run by each runtime as given."""
 
+import dataclasses
+
 import pytest
 
 from kit import cli, runtimes
@@ -92,6 +94,12 @@ def test_each_runtime_runs_the_command_as_given_whatever_the_entrypoint(monkeypa
         docker.prepare_foreign(foreign.Foreign("x.sif", "sif", "/x.sif", "sha256:0"))
 
 
+def asked(mpirun):
+    """A request naming this host launcher (or none)."""
+    a = cli.parser().parse_args(["run", "--image", "docker:me/mpi:1", "--mpirun", "x"])
+    return dataclasses.replace(request.RunRequest.of(a), mpirun=mpirun)
+
+
 def test_hybrid_ranks_need_the_launcher_of_the_images_mpi(monkeypatch):
     image = foreign.Foreign("docker:me/mpi:1", "engine", "me/mpi:1", "sha256:0")
     found = (foreign.Mpi("openmpi", ""), "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4")
@@ -99,13 +107,13 @@ def test_hybrid_ranks_need_the_launcher_of_the_images_mpi(monkeypatch):
     monkeypatch.setattr(foreign, "flavour_of_launcher", lambda m: "mpich")
     chosen = runtimes.parse("docker,singularity")
     with pytest.raises(KitError, match=r"carries openmpi .* --mpirun mpirun.openmpi"):
-        request._foreign_mpi(image, chosen, "mpirun.mpich", 2)
+        request._foreign_mpi(image, chosen, asked("mpirun.mpich"), [1, 2])
     monkeypatch.setattr(foreign, "flavour_of_launcher", lambda m: "openmpi")
-    got, launcher = request._foreign_mpi(image, chosen, None, 2)
+    got, launcher = request._foreign_mpi(image, chosen, asked(None), [1, 2])
     assert launcher == "mpirun.openmpi" and got.mpi_library.endswith("libmpi.so.40.30.4")
     monkeypatch.setattr(foreign, "mpi_of", lambda img: None)
     with pytest.raises(KitError, match="holds no MPI library"):
-        request._foreign_mpi(image, chosen, None, 2)
+        request._foreign_mpi(image, chosen, asked(None), [1, 2])
 
 
 def test_a_plan_of_a_command_says_what_runs_and_how_its_figure_is_read(sif, host_tools):
