@@ -34,6 +34,7 @@ UNTRANSLATED = {
     "ARG": "set once to its default in %post; no --build-arg",
 }
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+HEADER = re.compile(r"^Bootstrap: docker\nFrom: (\S+)", re.MULTILINE)  # spython's, first stage
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _mend(definition: str) -> str:
 def _bootstrap(definition: str, base: str | None) -> tuple[str, str]:
     """The definition bootstrapped from `base` when given (a local SIF, or a docker save
     archive: sites keep their base images so), else from the registry spython names."""
-    first = re.search(r"^Bootstrap: docker\nFrom: (\S+)", definition, re.MULTILINE)
+    first = HEADER.search(definition)
     if base is None:
         return definition, f"docker://{first.group(1)}" if first else "?"
     path = Path(base).expanduser().resolve()
@@ -105,8 +106,7 @@ def _bootstrap(definition: str, base: str | None) -> tuple[str, str]:
         raise KitError(f"--base '{base}' is not a file; give a .sif or a docker save .tar")
     kind = "localimage" if path.suffix == ".sif" else "docker-archive"
     header = f"Bootstrap: {kind}\nFrom: {path}"
-    return re.sub(r"^Bootstrap: docker\nFrom: \S+", header, definition, count=1,
-                  flags=re.MULTILINE), f"{kind}:{path}"  # fmt: skip
+    return HEADER.sub(header, definition, count=1), f"{kind}:{path}"
 
 
 def write(dockerfile: Path, name: str, out: Path | None, base: str | None) -> Imported:
