@@ -7,6 +7,7 @@ These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -247,11 +248,13 @@ def cluster(ready) -> None:
         pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")
 
 
-# What a trial starts; none of it may outlive the trial (kit stops the whole tree).
-LEFTOVER = (
-    "squashfuse", "mpirun", "hydra_pmi_proxy", "orted", "ch-run", "starter", "conmon",
-    "torch_cnn", "tf_cnn", "caffe2_cnn", "mpi_bench", "lean.py",
-)  # fmt: skip
+# What a trial starts; none of it may outlive the trial (kit stops the whole tree). A name
+# counts where it starts a word, so that a package build's "python3-sortedcontainers" (an
+# image build runs beside the tests) is not taken for Open MPI's orted.
+LEFTOVER = re.compile(
+    r"(?<![\w-])(squashfuse|mpirun|hydra_pmi_proxy|orted|ch-run|starter|conmon"
+    r"|torch_cnn|tf_cnn|caffe2_cnn|mpi_bench|lean\.py|mpiloop)"
+)
 
 
 def docker(*args: str) -> str:
@@ -266,7 +269,7 @@ def leftovers() -> list[str]:
     # a zombie runs nothing: Podman's conmon exits as the container ends, and its parent
     # (Podman's pause process) reaps it a moment later
     running = [p for p in mine if p.split(None, 2)[1:2] != ["Z"] and "<defunct>" not in p]
-    procs = [p for p in running if any(word in p for word in LEFTOVER)]
+    procs = [p for p in running if LEFTOVER.search(p)]
     containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
     return procs + containers
 
