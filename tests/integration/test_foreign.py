@@ -49,6 +49,40 @@ RUN apt-get -o APT::Sandbox::User=root update && \\
 COPY mpiloop /usr/local/bin/mpiloop
 """
 METRIC = ["--metric", r"rate: (?P<rate>[0-9.]+) ops/s", "--unit", "ops/s"]
+TORCH_TAG = "kit-test/torch-trixie:1"
+# A user's training script: PyTorch DDP over Gloo, its ranks numbered by the MPI launcher
+# (PMI_RANK), each printing its own samples/s. It runs with PyTorch 2.6 from Debian 13 in
+# the image and with the host's PyTorch 1.13 natively, as a user's venv would.
+TRAIN = """\
+import os, sys, time
+import torch
+rank, size = int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
+torch.set_num_threads(max(1, (os.cpu_count() or 1) // size))
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+if size > 1:
+    os.environ.setdefault("USE_LIBUV", "0")  # Debian builds PyTorch without libuv
+    torch.distributed.init_process_group(
+        "gloo", init_method="tcp://127.0.0.1:29533", rank=rank, world_size=size)
+    model = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+steps = int(sys.argv[1])
+t0 = time.perf_counter()
+for _ in range(steps):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+print(f"rank {rank} throughput: {steps * 64 / (time.perf_counter() - t0):.1f} samples/s")
+"""
+# Debian 13's own PyTorch and MPICH (their versions pinned): another base, another Python,
+# another PyTorch than any kit recipe; Debian's PyTorch also links Open MPI's library.
+TORCH_DOCKERFILE = f"""FROM {base_tag("trixie")}
+RUN apt-get -o Acquire::Check-Valid-Until=false update && \\
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+        python3-torch=2.6.0+dfsg-7 mpich=4.3.0+really4.2.1-1 && \\
+    apt-get clean && rm -rf /var/lib/apt/lists/*
+COPY train.py /opt/train.py
+"""
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +107,16 @@ def mpi_loop(ready, tmp_path_factory) -> Path:
     (folder / "Dockerfile").write_text(MPI_DOCKERFILE)
     docker("build", "--quiet", "--tag", MPI_TAG, str(folder))
     return folder / "mpiloop"
+
+
+@pytest.fixture(scope="session")
+def torch_trixie(ready, tmp_path_factory) -> Path:
+    """The PyTorch image built from Debian 13, and its script on the host."""
+    folder = tmp_path_factory.mktemp("torch")
+    (folder / "train.py").write_text(TRAIN)
+    (folder / "Dockerfile").write_text(TORCH_DOCKERFILE)
+    docker("build", "--quiet", "--tag", TORCH_TAG, str(folder))
+    return folder / "train.py"
 
 
 def records(out: Path) -> list[dict]:
@@ -164,6 +208,30 @@ def test_mpi_ranks_of_a_foreign_image_under_every_runtime(mpi_loop, tmp_path):
             "--mpirun", "mpirun.openmpi", "--dry-run", check=False)  # fmt: skip
     last = p.stderr.splitlines()[-1]
     assert p.returncode == 2 and "carries mpich" in last and "--mpirun mpirun.mpich" in last
+
+
+def test_pytorch_from_another_base_under_every_runtime(torch_trixie, tmp_path):
+    """A user's PyTorch image (Debian 13, PyTorch 2.6) and training script, DDP at 2 ranks:
+    its MPI is read as MPICH (the launcher it carries), though its PyTorch links Open MPI's
+    library too; natively the same script runs with the host's PyTorch."""
+    out = tmp_path / "torch"
+    kit("run", "--image", f"docker:{TORCH_TAG}", "--command", "python3 /opt/train.py 300",
+        "--metric", r"throughput: (?P<throughput>[0-9.]+) samples/s", "--unit", "samples/s",
+        "--reduce", "sum", "--np", "1,2", "--name", "train",
+        "--native-command", f"/usr/bin/python3 {torch_trixie} 300",
+        "--runtime", "native,docker,podman,singularity,charliecloud", "--repeats", "1",
+        "--warmup-trials", "0", "--baseline-launches", "1", "--out", str(out))  # fmt: skip
+    rs = records(out)
+    assert {(r["runtime"], r["ranks"], r["status"]) for r in rs} == {
+        (rt, n, "ok") for rt in ("native", "docker", "podman", "singularity", "charliecloud")
+        for n in (1, 2)
+    }, [(r["runtime"], r["ranks"], r["cause"]) for r in rs]  # fmt: skip
+    for r in rs:
+        assert len(r["result"]["matches"]) == r["ranks"] and r["result"]["value"] > 0
+    report = kit("report", str(out)).stdout
+    assert f"docker:{TORCH_TAG} · train · 2 rank(s)" in report, report
+    assert "throughput samples/s median [CI]" in report
+    assert not leftovers()
 
 
 IMPORTED = """\

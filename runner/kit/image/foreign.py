@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,12 @@ MPI_LIBRARIES = (
     (re.compile(r"^libmpich\.so\.12(\.|$)"), "mpich"),
     (re.compile(r"^libmpi\.so\.12(\.|$)"), "mpich"),  # MPICH-ABI builds (Cray MPICH, Intel MPI)
     (re.compile(r"^libmpi\.so\.40(\.|$)"), "openmpi"),
+)
+# A program only a family's launcher brings: it decides when an image holds both libraries
+# (Debian's PyTorch links Open MPI's, beside the MPICH the image's mpirun starts).
+MPI_LAUNCHERS = (
+    (re.compile(r"^(hydra_pmi_proxy|mpiexec\.hydra)$"), "mpich"),
+    (re.compile(r"^(orted|prted|prterun)$"), "openmpi"),
 )
 
 
@@ -234,17 +241,25 @@ def mpi_of(image: Foreign) -> tuple[Mpi, str] | None:
         return (Mpi(got["flavour"], ""), got["library"]) if got else None
     unsquashfs = which("unsquashfs", "install squashfs-tools (Debian package)")
     listed = capture([unsquashfs, "-l", "-n", str(squashfs(image))], "unsquashfs -l")
-    found = next(
-        (
-            {"flavour": flavour, "library": line.removeprefix("squashfs-root")}
-            for line in listed.splitlines()
-            for pattern, flavour in MPI_LIBRARIES
-            if pattern.match(line.rsplit("/", 1)[-1])
-        ),
-        None,
-    )
+    found = mpi_in(line.removeprefix("squashfs-root") for line in listed.splitlines())
     cached.write_text(json.dumps(found))
     return (Mpi(found["flavour"], ""), found["library"]) if found else None
+
+
+def mpi_in(paths: Iterable[str]) -> dict[str, str] | None:
+    """The MPI family of an image's file list and its library's path: the one family whose
+    library is there or, with several, the one whose launcher is there too (else the first)."""
+    libraries: dict[str, str] = {}
+    launchers: set[str] = set()
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        for pattern, flavour in MPI_LIBRARIES:
+            if pattern.match(name):
+                libraries.setdefault(flavour, path)
+        launchers.update(flavour for pattern, flavour in MPI_LAUNCHERS if pattern.match(name))
+    launched = [f for f in libraries if f in launchers]
+    flavour = launched[0] if len(launched) == 1 else next(iter(libraries), None)
+    return {"flavour": flavour, "library": libraries[flavour]} if flavour else None
 
 
 def flavour_of_launcher(mpirun: str) -> str | None:

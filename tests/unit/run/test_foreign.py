@@ -137,3 +137,15 @@ def test_a_plan_of_a_command_says_what_runs_and_how_its_figure_is_read(sif, host
 def test_kit_benchmarks_in_a_foreign_image_are_refused_with_one_line(sif, host_tools, argv, says):
     with pytest.raises(KitError, match=says):
         check("--image", str(sif), *([] if "--bench" in argv else ["--bench", "torch-cnn"]), *argv)
+
+
+def test_an_images_mpi_is_the_family_whose_launcher_it_carries():
+    """Debian's PyTorch links Open MPI's library; the image's mpirun is MPICH's Hydra."""
+    lib = "/usr/lib/x86_64-linux-gnu/"
+    both = [f"{lib}libmpi.so.40", f"{lib}libmpich.so.12.4.3", f"{lib}libmpich.so.12"]
+    assert foreign.mpi_in([*both, "/usr/bin/hydra_pmi_proxy"]) == {
+        "flavour": "mpich", "library": f"{lib}libmpich.so.12.4.3"
+    }  # fmt: skip
+    assert foreign.mpi_in([*both, "/usr/bin/orted"])["flavour"] == "openmpi"
+    assert foreign.mpi_in(both)["flavour"] == "openmpi"  # no launcher: the first library
+    assert foreign.mpi_in(["/usr/bin/hydra_pmi_proxy", "/bin/sh"]) is None
