@@ -5,10 +5,12 @@ Runs the same way natively and inside every image. Rank and size come from the
 launcher's environment (MPICH/Hydra, Open MPI or Slurm); with DDP the Gloo
 rendezvous address is agreed through MPI (mpi4py), so no extra port or shared
 file is needed; with --dist horovod, Horovod (MPI controller) averages the
-gradients and broadcasts rank 0's initial state. Models come from torchvision.
+gradients and broadcasts rank 0's initial state. Models come from torchvision, or
+are built here with its layers where it is absent (PyTorch 2.x images).
 Rank 0 prints one JSON record (schema kit.bench/2) on stdout and a one-line
-summary on stderr. Depends on torch and torchvision (mpi4py for DDP over >1 rank;
-tensorboardX or TensorBoard for --logdir; PIL to generate --data real).
+summary on stderr. Depends on torch (torchvision for Inception-v3 and --data real,
+mpi4py for DDP over >1 rank, tensorboardX or TensorBoard for --logdir, PIL to generate
+--data real).
 """
 
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
@@ -16,8 +18,10 @@ from __future__ import annotations  # Python 3.9 in the Caffe2 images
 import argparse
 import contextlib
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 
 import kitbench
@@ -39,9 +43,18 @@ def rendezvous(rank: int) -> tuple[str, int]:
     return addr, port
 
 
+def has_torchvision() -> bool:
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def build_model(name: str):
+    """torchvision's model where torchvision is installed, else the same architecture
+    built here (the pytorch2 images have no CPU torchvision; see their recipe)."""
     import torch.nn as nn
-    from torchvision import models
 
     if name == "tiny":
         return nn.Sequential(
@@ -54,11 +67,69 @@ def build_model(name: str):
             nn.Flatten(),
             nn.Linear(32, kitbench.CLASSES),
         )
+    if not has_torchvision():
+        return own_model(name)
+    from torchvision import models
+
     if name == "inception3":
         return models.inception_v3(
             num_classes=kitbench.CLASSES, aux_logits=False, init_weights=True
         )
     return getattr(models, name)(num_classes=kitbench.CLASSES)
+
+
+RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
+OWN_MODELS = ("tiny", "alexnet", *RESNET_BLOCKS)  # what runs without torchvision
+
+
+def own_model(name: str):
+    """AlexNet and the bottleneck ResNets with torchvision's layers and shapes (ResNet
+    v1.5: the stride on the 3x3 convolution), so an image/s means the same work."""
+    import torch.nn as nn
+
+    classes = kitbench.CLASSES
+    if name == "alexnet":
+        return nn.Sequential(
+            nn.Conv2d(3, 64, 11, stride=4, padding=2), nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.AdaptiveAvgPool2d((6, 6)), nn.Flatten(),
+            nn.Dropout(), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True),
+            nn.Dropout(), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
+            nn.Linear(4096, classes),
+        )  # fmt: skip
+
+    def conv_bn(cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> list:
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+        return [*layers, nn.ReLU(inplace=True)] if relu else layers
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin: int, width: int, stride: int) -> None:
+            super().__init__()
+            out = width * 4
+            self.body = nn.Sequential(
+                *conv_bn(cin, width, 1), *conv_bn(width, width, 3, stride),
+                *conv_bn(width, out, 1, relu=False),
+            )  # fmt: skip
+            self.skip = (
+                nn.Sequential(*conv_bn(cin, out, 1, stride, relu=False))
+                if stride != 1 or cin != out
+                else nn.Identity()
+            )
+
+        def forward(self, x):
+            return (self.body(x) + self.skip(x)).relu_()
+
+    layers, cin = [*conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)], 64
+    for i, blocks in enumerate(RESNET_BLOCKS[name]):
+        width = 64 * 2**i
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, width, 2 if b == 0 and i > 0 else 1))
+            cin = width * 4
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,8 +142,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="gradient averaging over ranks: DistributedDataParallel (Gloo) or Horovod",
     )
     p.add_argument("--loader-workers", type=int, default=1, help="DataLoader workers (--data real)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (PyTorch 2): the first step, which compiles, is timed "
+        "apart (compile_s) with an inductor cache of its own, so each trial compiles anew",
+    )
     a = p.parse_args(argv)
     kitbench.check_args(p, a, MODELS)
+    if a.compile and a.warmup < 1:
+        p.error("--compile needs --warmup 1 or more: the first step compiles")
+    if not has_torchvision() and (a.data == "real" or a.model not in OWN_MODELS):
+        p.error(f"--model {a.model} --data {a.data} needs torchvision, which is not installed")
     a.data_format = a.data_format or "nchw"
     return a
 
@@ -219,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         opt = d.hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
         d.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         d.hvd.broadcast_optimizer_state(opt, root_rank=0)
+    inductor_cache = None
+    if a.compile:
+        inductor_cache = tempfile.mkdtemp(prefix="kit-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache  # no compile reused
+        model = torch.compile(model)
     loss_fn = torch.nn.CrossEntropyLoss()
     precision = (
         torch.autocast("cpu", dtype=torch.bfloat16)
@@ -261,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if writer:
         writer.close()
+    if inductor_cache:
+        shutil.rmtree(inductor_cache, ignore_errors=True)
     mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)
     ranks = d.gather(mine)
     if d.rank == 0:
@@ -276,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
                 step_times,
                 losses,
                 accuracy=accuracies,
+                compile=a.compile,
+                compile_s=durations[0] if a.compile else None,
             )
         )
     d.finish()

@@ -12,6 +12,7 @@ name = "mini-openmpi"
 version = "0.1.0"
 description = "test recipe"
 distro = "bookworm"
+stack = "historical"
 variants = ["cpu"]
 benchmarks = ["torch-cnn"]
 

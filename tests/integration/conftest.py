@@ -65,6 +65,7 @@ IMAGE_OF = {
     "openmpi": "pytorch-openmpi",
     "horovod": "horovod-mpich",
     "caffe2": "caffe2-mpich",
+    "pytorch2": "pytorch2-mpich",
 }
 
 
@@ -219,6 +220,12 @@ def horovod(builds) -> dict:
 def caffe2(builds) -> None:
     """caffe2-mpich, built."""
     builds.image("caffe2-mpich")
+
+
+@pytest.fixture(scope="session")
+def pytorch2(builds) -> None:
+    """pytorch2-mpich (today's PyTorch, from the host's pip), built."""
+    builds.image("pytorch2-mpich")
 
 
 @pytest.fixture(scope="session")

@@ -193,6 +193,25 @@ def test_caffe2_entry_points_in_the_image(caffe2, tmp_path):
     assert all(r["result"]["weights_in_sync"] for r in recs if r["bench"] == "caffe2-cnn")
 
 
+def test_todays_pytorch_natively_and_in_every_runtime_then_compiled(pytorch2, tmp_path):
+    """PyTorch 2.13 (the host's pip's CPU wheel, the same file natively and in the image,
+    no torchvision): DDP at 1 and 2 ranks in every runtime, then torch.compile, whose
+    compile is timed apart from the steady state."""
+    every = "native,docker,podman,singularity,charliecloud"
+    recs = campaign("pytorch2-mpich", every, "torch-cnn", tmp_path / "run")
+    check(recs, every, "torch-cnn")
+    assert {r["result"]["framework_version"] for r in recs} == {"2.13.0+cpu"}
+    assert {r["recipe_version"] for r in recs} == {"2.0.0"}
+    recs = campaign(
+        "pytorch2-mpich", "native,docker", "torch-cnn", tmp_path / "compiled",
+        "--np", "1", "--bench-arg", "torch-cnn:--compile",
+    )  # fmt: skip
+    for r in recs:
+        res = r["result"]
+        assert r["status"] == "ok" and res["compile"], r["output_tail"][-3000:]
+        assert res["compile_s"] > 10 * max(res["step_times_s"]), r["runtime"]
+
+
 # TensorBoard's own reader; tf.summary (TF2) files hold tensors, tensorboardX's scalars.
 READ_EVENTS = """
 import json, sys

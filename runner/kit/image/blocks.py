@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 from kit.image.recipes import Recipe
+from kit.image.wheels import CONTEXT
 
 PREFIX = "/opt/kit"
 VENV = f"{PREFIX}/venv"
@@ -16,15 +17,18 @@ BENCH_DIR = f"{PREFIX}/benchmarks"
 PYTHON = f"{VENV}/bin/python"
 CA_SECRET = "/run/secrets/cacert"  # where a build secret with id=cacert is mounted
 WHEELS = f"{PREFIX}/wheels"  # the builder stage's output
+HOST_WHEELS = "/tmp/kit-host-wheels"  # a recipe's host wheels, while they install
 BUILDER = "builder"
 
 
 @dataclass(frozen=True)
 class Shell:
-    """Commands run at build time; with secret=True the site CA bundle is mounted for them."""
+    """Commands run at build time; with secret=True the site CA bundle is mounted for them;
+    `bind` (a build-context folder, a path) is there for these commands only, in no layer."""
 
     commands: tuple[str, ...]
     secret: bool = False
+    bind: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,14 +164,21 @@ TRUST_CA = f"if [ -s {CA_SECRET} ]; then export PIP_CERT={CA_SECRET}; fi"
 
 
 def python_env(r: Recipe) -> Shell:
-    """A venv over the system site (Debian's framework builds) with the pip pins.
+    """A venv with the pip pins, over the system site where Debian's framework builds are.
 
     MPI-linked packages are compiled from source with the flavour's own mpicc: a
     wheel or Debian's python3-mpi4py would bring Open MPI into an MPICH image.
     """
-    commands = [TRUST_CA, f"python3 -m venv --system-site-packages {VENV}"]
+    commands = [TRUST_CA, " ".join(["python3 -m venv", *r.venv_options, VENV])]
     commands += [_pip(r, "install", args) for args in r.pip_steps()]
     return Shell(tuple(commands), secret=True)
+
+
+def host_wheels(r: Recipe) -> Shell:
+    """The wheels the host's pip fetched (kit.image.wheels), installed from the very files
+    the native environment installs, after the pins they depend on."""
+    pip = f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index --find-links"
+    return Shell((f"{pip} {HOST_WHEELS} {' '.join(r.pip_host)}",), bind=(CONTEXT, HOST_WHEELS))
 
 
 # What pip compiles carries no debug information: no benchmark reads it, and it was a
@@ -248,6 +259,8 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     rebuilds little."""
     packages = tuple(apt_install(pins) for pins in (r.apt, r.mpi.apt) if pins)
     runtime = (*packages, labels(r, variant), environment(r, variant), mpi_select(r), python_env(r))
+    if r.pip_host:
+        runtime = (*runtime, host_wheels(r))
     env = (Env(r.env),) if r.env else ()
     last = (manifest(), benchmarks(), CONTENTS)
     if r.compile is None:

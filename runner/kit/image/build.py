@@ -11,7 +11,7 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
-from kit.image import engine, render
+from kit.image import engine, render, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.convert import artifacts
 from kit.image.recipes import Recipe
@@ -89,6 +89,7 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     engine.server_version()
     ensure_base(recipe, variant)
     t0 = time.monotonic()
+    wheels.fetch(recipe)
     argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:

@@ -6,8 +6,8 @@ import sys
 from kit.core.errors import KitError
 from kit.image import engine, recipes
 
-HEAD = ("IMAGE", "VERSION", "MPI", "DISTRO", "VARIANTS", "SIZE")
-WIDTHS = (16, 8, 8, 9, 9, 10)
+HEAD = ("IMAGE", "VERSION", "STACK", "MPI", "DISTRO", "VARIANTS", "SIZE")
+WIDTHS = (16, 8, 10, 8, 9, 9, 10)
 
 
 def rows() -> list[dict]:
@@ -19,6 +19,7 @@ def rows() -> list[dict]:
             "mpi": r.mpi.flavour,
             "mpi_version": r.mpi.version,
             "distro": r.distro,
+            "stack": r.stack,
             "frameworks": r.frameworks,
             "variants": list(r.variants),
             "benchmarks": list(r.benchmarks),
@@ -50,6 +51,7 @@ def table(listed: list[dict], built: dict[str, str]) -> str:
         cells = (
             r["name"],
             r["version"],
+            r["stack"],
             r["mpi"],
             r["distro"],
             ",".join(r["variants"]),

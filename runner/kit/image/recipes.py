@@ -37,6 +37,7 @@ TOP = {
     "version": F(str, re.compile(r"[0-9A-Za-z][0-9A-Za-z.+~_-]{0,62}")),
     "description": F(str, schema.TEXT),
     "distro": F(str, re.compile(r"[a-z]{2,20}")),
+    "stack": F(str, re.compile("current|historical")),
     "base": F(str, re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,200}")),
     "variants": F(list, re.compile("|".join(VARIANTS))),
     "benchmarks": F(list, schema.NAME),
@@ -55,6 +56,7 @@ TABLES = {
         "packages": F(list, PIP_PIN),
         "from_source": F(list, _PKG),
         "build": F(list, PIP_PIN),
+        "host": F(list, PIP_PIN),
     },
     "compile": {"packages": F(list, PIP_PIN), "env": F(dict), "check": F(list, schema.TEXT)},
 }
@@ -129,10 +131,12 @@ class Recipe:
     pip: tuple[str, ...]
     pip_from_source: tuple[str, ...]
     pip_build: tuple[str, ...]
+    pip_host: tuple[str, ...]  # wheels the host's pip fetches; the image and native install them
     frameworks: dict[str, str]
     benchmarks: tuple[str, ...]
     variants: tuple[str, ...]
     path: Path
+    stack: str  # current: today's frameworks; historical: the studies' (last working versions)
     compile: Compile | None = None
     base: str = ""  # the image to build FROM: the local Debian base unless a variant says
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the image
@@ -198,6 +202,17 @@ class Recipe:
     def all_apt(self) -> tuple[str, ...]:
         """Every apt pin of the final image."""
         return self.apt + self.mpi.apt
+
+    @property
+    def venv_options(self) -> list[str]:
+        """`python -m venv` options: over the system site when the recipe takes Python
+        packages from Debian (python3-torch), else isolated, so that a host's own Debian
+        modules (its torchvision) cannot reach the native arm, as none reach the image."""
+        tools = ("python3", "python3-venv", "python3-dev", "python3-pip")
+        debian = [
+            p for p in self.all_apt if p.startswith("python3") and p.split("=")[0] not in tools
+        ]
+        return ["--system-site-packages"] if debian else []
 
     @property
     def native_apt(self) -> tuple[str, ...]:
@@ -297,10 +312,12 @@ def _build(data: dict, path: Path) -> Recipe:
         pip=_pins(pip.get("packages", []), PIP_PIN, "pip", path),
         pip_from_source=tuple(pip.get("from_source", [])),
         pip_build=_pins(pip.get("build", []), PIP_PIN, "pip build", path),
+        pip_host=_pins(pip.get("host", []), PIP_PIN, "pip host", path),
         frameworks=dict(_get(data, "frameworks", dict, path)),
         benchmarks=tuple(_get(data, "benchmarks", list, path)),
         variants=variants,
         path=path,
+        stack=_get(data, "stack", str, path),
         compile=comp,
         overrides=overrides,
         raw=data,

@@ -53,8 +53,10 @@ def _docker(p: Primitive) -> str:
             word = "LABEL" if isinstance(p, Label) else "ENV"
             body = " \\\n    ".join(f"{k}={_quote(v)}" for k, v in values)
             return f"{word} {body}"
-        case Shell(commands, secret):
+        case Shell(commands, secret, bind):
             flags = f"--mount=type=secret,id=cacert,target={CA_SECRET} " if secret else ""
+            if bind:
+                flags += f"--mount=type=bind,source={bind[0]},target={bind[1]} "
             return f"RUN {flags}" + CONTINUE.join(commands)
         case Copy(src, dst, stage):
             return f"COPY {f'--from={stage} ' if stage else ''}{src} {dst}"
@@ -120,8 +122,11 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
                 sections["files"].append(f"{src} {dst}")
             case Copy(src, dst, stage):
                 copied.setdefault(stage, []).append(f"{src} {dst}")
-            case Shell(commands, _):
+            case Shell(commands, _, bind):
                 sections["post"] += [c.replace("\n", "\n    ") for c in commands]
+                if bind:  # a definition has no build-time mounts: copied in, then removed
+                    sections["files"].append(f"{bind[0]} {bind[1]}")
+                    sections["post"].append(f"rm -rf {bind[1]}")
     # The site CA is bound at CA_SECRET for %post (apptainer build --bind CA:CA_SECRET),
     # which needs a mount point; an empty file means no CA.
     lines = [

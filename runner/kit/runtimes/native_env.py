@@ -21,11 +21,12 @@ from kit.core.errors import KitError
 from kit.core.paths import cache_dir, exclusive
 from kit.core.proc import stream
 from kit.image import engine
+from kit.image import wheels as host_wheels
 from kit.image.blocks import NO_DEBUG_ENV, NO_DEBUG_INFO, WHEELS
 from kit.image.recipes import Recipe
+from kit.image.wheels import HOST_PYTHON
 
-HOST_PYTHON = "/usr/bin/python3"
-BUILD = 3  # how the venv is made; part of its fingerprint, so a change rebuilds it
+BUILD = 4  # how the venv is made; part of its fingerprint, so a change rebuilds it
 
 
 def host_versions(names: list[str]) -> dict[str, str | None]:
@@ -63,7 +64,13 @@ def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
 def fingerprint(recipe: Recipe) -> str:
     """Identity of the native environment, filed as its 'digest' in trial records."""
     pins = (
-        "\n".join(recipe.native_apt + recipe.pip_build + recipe.pip + recipe.pip_from_source)
+        "\n".join(
+            recipe.native_apt
+            + recipe.pip_build
+            + recipe.pip
+            + recipe.pip_from_source
+            + recipe.pip_host
+        )
         + repr(recipe.compile)
         + f"build {BUILD}"
     )
@@ -159,11 +166,15 @@ def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
             return python, _identity(pins, origin)
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
-    stream([HOST_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], "native venv")
+    stream([HOST_PYTHON, "-m", "venv", *recipe.venv_options, str(venv)], "native venv")
     env = {**os.environ, "MPICC": recipe.mpi.spec.mpicc, **dict(NO_DEBUG_ENV)}  # as the image's
     env["PATH"] = f"{flavour_bin(recipe, venv)}:{env.get('PATH', '')}"
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
+    if recipe.pip_host:  # the very files the image installed
+        folder = str(host_wheels.fetch(recipe)[0].parent)
+        host = ["--no-cache-dir", "--no-deps", "--no-index", "--find-links", folder]
+        stream([str(python), "-m", "pip", "install", *host, *recipe.pip_host], "pip (native)")
     origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
     stamp.write_text(pins + (f"\n{origin}" if origin else ""))
     return python, _identity(pins, origin)

@@ -6,7 +6,7 @@ import shlex
 import pytest
 
 from kit.core.errors import KitError
-from kit.image import recipes, render
+from kit.image import blocks, recipes, render
 
 DOCKERFILE = """\
 # Rendered by `kit render` from recipes/mini-openmpi.toml (recipe 0.1.0, variant cpu).
@@ -48,7 +48,7 @@ RUN update-alternatives --set mpi /usr/bin/mpicc.openmpi && \\
     update-alternatives --set mpirun /usr/bin/mpirun.openmpi
 RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
 if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi && \\
-    python3 -m venv --system-site-packages /opt/kit/venv && \\
+    python3 -m venv /opt/kit/venv && \\
     MPICC=mpicc.openmpi CFLAGS=-g0 /opt/kit/venv/bin/pip install --no-cache-dir \
 ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\
         setuptools==70.3.0 && \\
@@ -141,6 +141,8 @@ def definition_parts(text: str) -> tuple[set[str], dict, dict]:
                 preamble = s != "fi"
             elif s != "set -euo pipefail" and not s.startswith("export "):
                 commands.add(" ".join(s.split()))
+    # a build-time mount of the Dockerfile is copied in by %files, then removed
+    commands.discard(f"rm -rf {blocks.HOST_WHEELS}")
     return commands, env, labels
 
 
@@ -190,7 +192,7 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
     # the shared steps (frameworks' and MPI's packages, identity, venv) come first in
     # both stages, so BuildKit runs them once
     shared = APT_UPDATE.join(builder.split("\n", 1)[1].split(APT_UPDATE)[:3])
-    assert final.split("\n", 1)[1].startswith(shared) and "--system-site-packages" in shared
+    assert final.split("\n", 1)[1].startswith(shared) and "python3 -m venv" in shared
     assert "g++=4:12.2.0-3" in builder and "g++" not in final
     assert (  # no debug information: CFLAGS for setuptools, a toolchain file for CMake
         "    printf '%s\\n' 'set(CMAKE_C_FLAGS_RELWITHDEBINFO \"-O2 -DNDEBUG\" CACHE STRING \"\")' "
@@ -254,3 +256,23 @@ def test_one_frameworks_images_share_their_package_layer():
 
     assert first_layers(mpich) == first_layers(openmpi)
     assert "python3-torch=" in first_layers(mpich) and "mpich" not in first_layers(mpich)
+
+
+def test_host_wheels_are_a_build_mount_in_docker_and_copied_then_removed_in_apptainer():
+    """pytorch2's torch comes from the host's pip: in no image layer, installed by pin."""
+    r = recipes.load("pytorch2-mpich")
+    pip = "/opt/kit/venv/bin/pip install --no-cache-dir --no-deps --no-index --find-links"
+    run = f"RUN --mount=type=bind,source=.kit-wheels,target=/tmp/kit-host-wheels {pip}"
+    assert f"{run} /tmp/kit-host-wheels torch==2.13.0+cpu\n" in render.dockerfile(r)
+    definition = render.definition(r)
+    assert "%files\n    .kit-wheels /tmp/kit-host-wheels\n" in definition
+    install = f"    {pip} /tmp/kit-host-wheels torch==2.13.0+cpu\n"
+    assert f"{install}    rm -rf /tmp/kit-host-wheels\n" in definition
+
+
+def test_a_venv_sees_the_system_site_only_where_debian_brings_python_modules():
+    """Debian's python3-torch is in pytorch-mpich's system site; pytorch2's venv is alone,
+    so a host's Debian torchvision cannot reach its native arm."""
+    assert recipes.load("pytorch-mpich").venv_options == ["--system-site-packages"]
+    assert recipes.load("pytorch2-mpich").venv_options == []
+    assert "python3 -m venv /opt/kit/venv &&" in render.dockerfile(recipes.load("pytorch2-mpich"))
