@@ -33,7 +33,9 @@ RANK_VARS = (
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("SLURM_PROCID", "SLURM_NTASKS"),
 )
-LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+LOCAL_SIZE_VARS = (
+    "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"
+)  # fmt: skip
 CLASSES = 10
 MODELS = {  # model -> input image side; each framework builds those it has
     "tiny": 32,
@@ -51,7 +53,14 @@ with contextlib.suppress(io.UnsupportedOperation):
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
+def under_torchrun() -> bool:
+    """Started by torchrun (PyTorch's launcher): ranks and rendezvous are its, not MPI's."""
+    return "TORCHELASTIC_RUN_ID" in os.environ
+
+
 def launcher_rank() -> tuple[int, int]:
+    if under_torchrun():
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     for rank, size in RANK_VARS:
         if rank in os.environ and size in os.environ:
             return int(os.environ[rank]), int(os.environ[size])

@@ -2,11 +2,12 @@
 """PyTorch CNN training benchmark: DDP over Gloo or Horovod, under any MPI launcher.
 
 Runs the same way natively and inside every image. Rank and size come from the
-launcher's environment (MPICH/Hydra, Open MPI or Slurm); with DDP the Gloo
+launcher's environment (MPICH/Hydra, Open MPI, Slurm or torchrun); with DDP the Gloo
 rendezvous address is agreed through MPI (mpi4py), so no extra port or shared
-file is needed; with --dist horovod, Horovod (MPI controller) averages the
-gradients and broadcasts rank 0's initial state. Models come from torchvision, or
-are built here with its layers where it is absent (PyTorch 2.x images).
+file is needed (under torchrun, torchrun gives it); with --dist horovod, Horovod (MPI
+controller) averages the gradients and broadcasts rank 0's initial state. Models come
+from torchvision, or are built here with its layers where it is absent (PyTorch 2.x
+images).
 Rank 0 prints one JSON record (schema kit.bench/2) on stdout and a one-line
 summary on stderr. Depends on torch (torchvision for Inception-v3 and --data real,
 mpi4py for DDP over >1 rank, tensorboardX or TensorBoard for --logdir, PIL to generate
@@ -172,12 +173,18 @@ class Dist:
             self.rank, self.size = hvd.rank(), hvd.size()
         else:
             self.rank, self.size = kitbench.launcher_rank()
+        # under torchrun the Gloo group itself carries the benchmark's own collectives
+        self.torchrun = kind == "ddp" and kitbench.under_torchrun()
 
     def barrier(self) -> None:
         if self.size == 1:
             return
         if self.kind == "horovod":
             self.hvd.barrier()
+        elif self.torchrun:
+            import torch.distributed as dist
+
+            dist.barrier()
         else:
             kitbench.mpi_comm().Barrier()
 
@@ -186,15 +193,29 @@ class Dist:
             return [obj]
         if self.kind == "horovod":
             return self.hvd.allgather_object(obj)
+        if self.torchrun:
+            import torch.distributed as dist
+
+            out = [None] * self.size
+            dist.all_gather_object(out, obj)
+            return out
         return kitbench.mpi_comm().gather(obj, root=0)
 
     def agree(self, n: int) -> int:
         """Rank 0's n on every rank (through Horovod in Horovod mode: one MPI user)."""
         if self.kind == "horovod":
             return self.hvd.broadcast_object(n, root_rank=0)
+        if self.torchrun:
+            import torch.distributed as dist
+
+            box = [n]
+            dist.broadcast_object_list(box, src=0)
+            return box[0]
         return kitbench.mpi_comm().bcast(n, root=0)
 
     def finish(self) -> None:
+        if self.torchrun:
+            return  # no MPI was started; the Gloo group is left to os._exit (see below)
         if self.size > 1 and self.kind == "ddp":
             # No destroy_process_group(): in torch 1.13 the Gloo group's destructor can
             # deadlock (it waits for the group's mutex holding the GIL, while a worker
@@ -286,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     threads = kitbench.threads_per_rank(a.threads, d.size)
     torch.set_num_threads(threads)
     torch.manual_seed(1234)  # the same initial weights on every rank
-    if d.size > 1 and a.dist == "ddp":
+    if d.size > 1 and d.torchrun:
+        dist.init_process_group("gloo", init_method="env://")  # torchrun's rendezvous
+    elif d.size > 1 and a.dist == "ddp":
         addr, port = rendezvous(d.rank)
         dist.init_process_group(
             "gloo", init_method=f"tcp://{addr}:{port}", rank=d.rank, world_size=d.size

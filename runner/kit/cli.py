@@ -524,9 +524,10 @@ def _run(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--launcher",
         default="local",
-        help="local: the flavour's mpirun on this host (default); slurm: each trial is a "
-        "batch job (submitted, then waited for), ranks started by srun --mpi=pmi2 (MPICH) or "
-        "mpirun",
+        help="local: the flavour's mpirun on this host (default); torchrun: PyTorch's own "
+        "launcher on this host, all ranks in one container (torch-cnn only, no MPI); slurm: "
+        "each trial is a batch job (submitted, then waited for), ranks started by srun "
+        "--mpi=pmi2 (MPICH) or mpirun",
     )
     g.add_argument(
         "--slurm-config",

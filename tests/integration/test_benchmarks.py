@@ -195,13 +195,22 @@ def test_caffe2_entry_points_in_the_image(caffe2, tmp_path):
 
 def test_todays_pytorch_natively_and_in_every_runtime_then_compiled(pytorch2, tmp_path):
     """PyTorch 2.13 (the host's pip's CPU wheel, the same file natively and in the image,
-    no torchvision): DDP at 1 and 2 ranks in every runtime, then torch.compile, whose
-    compile is timed apart from the steady state."""
+    no torchvision): DDP at 1 and 2 ranks in every runtime; 2 ranks started by torchrun
+    inside each runtime; then torch.compile, whose compile is timed apart."""
     every = "native,docker,podman,singularity,charliecloud"
     recs = campaign("pytorch2-mpich", every, "torch-cnn", tmp_path / "run")
     check(recs, every, "torch-cnn")
     assert {r["result"]["framework_version"] for r in recs} == {"2.13.0+cpu"}
     assert {r["recipe_version"] for r in recs} == {"2.0.0"}
+    torchrun = "native,docker,singularity,charliecloud"
+    recs = campaign(
+        "pytorch2-mpich", torchrun, "torch-cnn", tmp_path / "torchrun",
+        "--np", "2", "--launcher", "torchrun",
+    )  # fmt: skip
+    assert sorted(r["runtime"] for r in recs) == sorted(torchrun.split(","))
+    for r in recs:
+        assert r["status"] == "ok" and r["launcher"] == "torchrun", r["output_tail"][-3000:]
+        assert len(r["result"]["images_per_sec_per_rank"]) == r["result"]["ranks"] == 2
     recs = campaign(
         "pytorch2-mpich", "native,docker", "torch-cnn", tmp_path / "compiled",
         "--np", "1", "--bench-arg", "torch-cnn:--compile",

@@ -34,6 +34,11 @@ def kit(*args, env=None):
         (["run", "pytorch-mpich", "--model", "vgg"], "--model 'vgg' is not a model of torch-cnn"),
         (["run", "pytorch-mpich", "--data", "disk"], "--data 'disk' must be synthetic, real"),
         (["run", "pytorch-mpich", "--launcher", "pbs", "--dry-run"], "--launcher 'pbs' must be"),
+        (
+            ["run", "pytorch2-mpich", "--launcher", "torchrun", "--bench", "torch-cnn,mpi"],
+            "--launcher torchrun starts PyTorch's own ranks, which only torch-cnn (DDP) uses; "
+            "run mpi in a campaign of its own with --launcher local",
+        ),
         (["run", "pytorch-mpich", "--emit", "d", "--dry-run"], "go with --launcher slurm"),
         (["run", "pytorch-mpich", "--timeout", "-5", "--dry-run"], "--timeout -5.0 must be a pos"),
         (["run", "pytorch-mpich", "--warmup-trials", "-1", "--dry-run"], "must be at least 0"),

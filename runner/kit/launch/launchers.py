@@ -7,6 +7,7 @@ the allocation). The campaign takes any object with this interface, so its plann
 resume and status handling are tested with a launcher that starts nothing.
 """
 
+import dataclasses
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -81,6 +82,32 @@ class Local(Launcher):
         cleanup = lambda: rt.cleanup(job)  # noqa: E731
         outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)
+
+
+class Torchrun(Local):
+    """On this host, PyTorch's own launcher: one process (one container) runs torchrun,
+    which starts the ranks beside each other and gives them their rendezvous (a free local
+    port, --standalone), as PyTorch 2 users launch DDP; no MPI starts anything."""
+
+    name = "torchrun"
+
+    def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
+        """Nothing of the host's: torchrun comes with the image's (or native) PyTorch."""
+
+    def mpi_version(self, mpirun: str) -> str:
+        return "none (torchrun)"
+
+    def label(self, rt: Runtime, ranks: int) -> str:
+        return "torchrun"
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        python, *script = job.program
+        run = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+        program = [*run, f"--nproc-per-node={job.ranks}", *script]
+        one = dataclasses.replace(job, program=program, ranks=1)  # one launch, N ranks
+        return super().run(rt, prep, one, env, timeout, title)
 
 
 class Slurm(Launcher):

@@ -39,7 +39,7 @@ class Trial:
     bench_args: list[str] = field(metadata=KEY)  # pass-through options, --min-time among them
     steps: int = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
     warmup_steps: int = field(metadata=KEY)
-    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, slurm
+    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, torchrun, slurm
     # the runtime arm
     runtime: str = field(metadata=READ)  # the arm: the runtime's name, or NAME@LABEL
     runtime_kind: str

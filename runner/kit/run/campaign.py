@@ -45,7 +45,10 @@ def mpirun_for(recipe: Recipe, override: str | None) -> str:
 
 
 def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.Launcher:
-    """Local by default; under --launcher slurm one batch job a trial, scripts in OUT/slurm."""
+    """Local by default (mpirun), or torchrun; under --launcher slurm one batch job a
+    trial, scripts in OUT/slurm."""
+    if opts.torchrun:
+        return launchers.Torchrun()
     if opts.site is None:
         return launchers.Local()
     return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")

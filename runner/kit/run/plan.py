@@ -63,6 +63,7 @@ class Options:
     site: slurm.Site | None = None  # None: launch locally (mpirun); else one Slurm job a trial
     auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
     command: Command | None = None  # a user's own command instead of kit's benchmarks
+    torchrun: bool = False  # ranks started by torchrun inside the runtime, not by mpirun
 
 
 def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:

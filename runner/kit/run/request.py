@@ -215,16 +215,20 @@ def _benchmarks(q: RunRequest, r: Recipe) -> tuple[list[str], list[str], list[st
     return wanted, models, data
 
 
+LAUNCHERS = ("local", "torchrun", "slurm")
+TORCHRUN_BENCHES = ("torch-cnn",)  # DDP: ranks and rendezvous from torchrun, no MPI
+
+
 def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
     """The Slurm site (None: local) and the rank counts, which a local host must fit."""
-    if q.launcher not in ("local", "slurm"):
-        raise KitError(f"--launcher '{q.launcher}' must be local (mpirun) or slurm")
+    if q.launcher not in LAUNCHERS:
+        raise KitError(f"--launcher '{q.launcher}' must be local (mpirun), torchrun or slurm")
     if (q.emit or q.slurm_config) and q.launcher != "slurm":
         raise KitError("--emit and --slurm-config go with --launcher slurm")
     site = slurm.load_site(q.slurm_config) if q.launcher == "slurm" else None
     ranks = ints("--np", q.np)
     cores = os.cpu_count() or 1
-    if q.launcher == "local" and max(ranks) > cores:
+    if q.launcher != "slurm" and max(ranks) > cores:
         raise KitError(
             f"--np {max(ranks)} is more ranks than this host's {cores} cores; "
             "use at most that many locally, or --launcher slurm for more nodes"
@@ -321,6 +325,12 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
     _numbers(q)
     wanted, models, data = _benchmarks(q, r)
     site, ranks = _launch(q)
+    if q.launcher == "torchrun" and (other := [b for b in wanted if b not in TORCHRUN_BENCHES]):
+        raise KitError(
+            f"--launcher torchrun starts PyTorch's own ranks, which only "
+            f"{', '.join(TORCHRUN_BENCHES)} (DDP) uses; run {', '.join(other)} in a campaign "
+            "of its own with --launcher local"
+        )
     baseline = _baseline(q, chosen)
     target = _target(q, chosen, baseline)
     runtime_args = _runtime_args(q.runtime_arg, chosen)
@@ -343,6 +353,7 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
         data_dir,
         site,
         auto_min_time=min_time is None,
+        torchrun=q.launcher == "torchrun",
     )
     spec = {
         "image": r.label,
