@@ -62,9 +62,17 @@ def _title(k: Key) -> str:
 
 
 def _columns(a: Analysis, g: Group) -> list[str]:
-    """The arms table's heading, in the group's metric (images/s for the CNN benchmarks)."""
+    """The arms table's heading, in the group's metric (images/s for the CNN benchmarks);
+    a compiled model's compile time beside its start-up."""
     unit = a.metric(g.key.bench).unit
-    return [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
+    head = [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
+    if _compiled(g):
+        head.insert(head.index("start-up s [CI]") + 1, "compile s [CI]")
+    return head
+
+
+def _compiled(g: Group) -> bool:
+    return any(arm.compile is not None for arm in g.arms)
 
 
 COLUMNS = [
@@ -114,8 +122,8 @@ def _load(arm: Arm) -> str:
     return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
 
 
-def _row(arm: Arm, a: Analysis) -> list[str]:
-    return [
+def _row(arm: Arm, a: Analysis, compiled: bool) -> list[str]:
+    row = [
         arm.runtime,
         str(arm.n),
         _iv(arm.rate, 1),
@@ -130,6 +138,9 @@ def _row(arm: Arm, a: Analysis) -> list[str]:
         arm.framework,
         arm.mpi,
     ]
+    if compiled:  # beside the start-up, which includes it
+        row.insert(9, _iv(arm.compile, 1) if arm.compile else "n/a")
+    return row
 
 
 PAIR_COLUMNS = [
@@ -412,7 +423,7 @@ def build(a: Analysis, figures: bool) -> Document:
             )
         )
     for g in a.groups:
-        blocks: list = [Table(_columns(a, g), [_row(x, a) for x in g.arms])]
+        blocks: list = [Table(_columns(a, g), [_row(x, a, _compiled(g)) for x in g.arms])]
         if g.pairs:
             blocks += [PAIRS, Table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])]
         blocks += [text for text in (_disturbed(g), _spread(g)) if text]

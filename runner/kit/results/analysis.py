@@ -61,6 +61,7 @@ class Arm:
     rate: stats.Interval  # the benchmark's metric (e.g. images/s), all ranks together
     rates: list[float]  # each trial's metric, in trial order
     startup: stats.Interval | None  # seconds from launch to the first finished step
+    compile: stats.Interval | None  # torch.compile's first (compiling) step, when it ran
     peak_rss_mb: float  # median over trials of the largest rank's peak RSS
     framework: str
     mpi: str
@@ -190,12 +191,14 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
     res = [r["result"] for r in rs]
     steps = min(len(x["loss"]) for x in res) if all("loss" in x for x in res) else 0
     starts = [x.get("startup_s") for x in res]  # a user's command says none
+    compiles = [x.get("compile_s") for x in res]
     return Arm(
         runtime=runtime,
         n=len(rs),
         rate=stats.median_ci(rates(rs), conf),
         rates=rates(rs),
         startup=stats.median_ci(starts, conf) if None not in starts else None,
+        compile=stats.median_ci(compiles, conf) if None not in compiles else None,
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
         framework=_mode([x.get("framework_version", "-") for x in res]),
         mpi=_mode([x.get("mpi_library", "-") for x in res]),

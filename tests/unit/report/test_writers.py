@@ -254,6 +254,7 @@ def test_the_precision_cell_says_one_thing():
         *([stats.Interval(1, 1, 1, 1)] * 1),
         [],
         stats.Interval(1, 1, 1, 1),
+        None,
         0.0,
         "",
         "",
@@ -512,3 +513,19 @@ def test_a_figure_of_any_size_stays_readable():
     big = stats.Interval(691586293.0, 688648144.2, 699945933.0, 0.95)
     assert document._iv(big, 1) == "6.916e+08 [6.886e+08, 6.999e+08]"
     assert document._iv(stats.Interval(9.25, 9.0, 9.5, 0.95), 1) == "9.2 [9.0, 9.5]"
+
+
+def test_a_compiled_models_compile_time_has_a_column_of_its_own(tmp_path):
+    """torch-cnn --compile: the first step's compile beside the start-up that includes it;
+    an eager campaign's table keeps its columns."""
+    for i in range(6):
+        for rt, compile_s in (("native", 14.0 + i / 10), ("docker", 15.0 + i / 10)):
+            r = record(rt, 100.0 + i, startup=compile_s + 1, repeat=i, index=2 * i)
+            r["result"]["compile_s"] = compile_s
+            store.append(tmp_path / "c", r)
+    text = md(tmp_path / "c")
+    head = next(x for x in text.splitlines() if x.startswith("| runtime"))
+    assert "| start-up s [CI] | compile s [CI] | host load" in head
+    assert "| 14.2 [14.0, 14.5]" in rows_of(text)["native"]
+    paired_campaign(tmp_path / "eager", 6)
+    assert "compile s" not in md(tmp_path / "eager")
