@@ -52,6 +52,18 @@ def has_torchvision() -> bool:
     return True
 
 
+def vector_isa() -> str:
+    """The CPU vector instructions torch.compile's C++ kernels were built for, as inductor
+    found them: "INVALID_VEC_ISA" (scalar kernels, about half the speed here) where its
+    probe library did not load, e.g. on a host whose Debian libtorch-dev shadows the
+    wheel's libtorch_cpu on the link path."""
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    except ImportError:  # PyTorch before 2.4
+        from torch._inductor.codecache import pick_vec_isa
+    return str(pick_vec_isa()) or "INVALID_VEC_ISA"
+
+
 def build_model(name: str):
     """torchvision's model where torchvision is installed, else the same architecture
     built here (the pytorch2 images have no CPU torchvision; see their recipe)."""
@@ -389,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 accuracy=accuracies,
                 compile=a.compile,
                 compile_s=durations[0] if a.compile else None,
+                compile_isa=vector_isa() if a.compile else None,
             )
         )
     d.finish()

@@ -188,20 +188,25 @@ def test_ranks_of_an_image_without_mpi_are_refused_before_the_first_trial(loop, 
 
 
 def test_mpi_ranks_of_a_foreign_image_under_every_runtime(mpi_loop, tmp_path):
-    """Two ranks: hybrid (the host's Hydra starts Apptainer and Charliecloud ranks), inside
-    one container (Docker, Podman: the image's own mpirun), and natively; each record says
-    which MPI library its ranks mapped."""
+    """The C loop as MPI ranks (no Python in the image), at 1 and 2 ranks: hybrid (the
+    host's Hydra starts Apptainer and Charliecloud ranks), inside one container (Docker,
+    Podman: the image's own mpirun), and natively; each record of 2 ranks says which MPI
+    library its ranks mapped."""
     out = tmp_path / "np2"
     kit("run", "--image", f"docker:{MPI_TAG}", "--command", "/usr/local/bin/mpiloop 300000000",
-        *METRIC, "--reduce", "sum", "--np", "2", "--native-command", f"{mpi_loop} 300000000",
+        *METRIC, "--reduce", "sum", "--np", "1,2", "--native-command", f"{mpi_loop} 300000000",
         "--runtime", "native,docker,podman,singularity,charliecloud", "--repeats", "1",
         "--warmup-trials", "0", "--baseline-launches", "1", "--out", str(out))  # fmt: skip
     rs = records(out)
-    assert {r["status"] for r in rs} == {"ok"}, [(r["runtime"], r["cause"]) for r in rs]
+    assert {(r["ranks"], r["status"]) for r in rs} == {(1, "ok"), (2, "ok")}, [
+        (r["runtime"], r["cause"]) for r in rs
+    ]
+    assert len(rs) == 10
     for r in rs:
-        assert len(r["result"]["matches"]) == 2  # one line a rank, summed
+        assert len(r["result"]["matches"]) == r["ranks"]  # one line a rank, summed
         assert r["result"]["value"] == sum(r["result"]["matches"])
-        assert any("libmpich.so.12" in x for x in r["result"]["mpi_loaded"]), r["runtime"]
+        if r["ranks"] == 2:
+            assert any("libmpich.so.12" in x for x in r["result"]["mpi_loaded"]), r["runtime"]
     assert not leftovers()
     p = kit("run", "--image", f"docker:{MPI_TAG}", "--command", "/usr/local/bin/mpiloop 10",
             *METRIC, "--reduce", "sum", "--np", "2", "--runtime", "singularity",

@@ -200,12 +200,19 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         startup=stats.median_ci(starts, conf) if None not in starts else None,
         compile=stats.median_ci(compiles, conf) if None not in compiles else None,
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
-        framework=_mode([x.get("framework_version", "-") for x in res]),
+        framework=_mode([_framework(x) for x in res]),
         mpi=_mode([x.get("mpi_library", "-") for x in res]),
         settings=list(rs[-1].get("runtime_settings", [])),
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
         load=_load(rs),
     )
+
+
+def _framework(result: dict) -> str:
+    """The framework as it ran: its version, and for a compiled model the vector ISA its
+    kernels were built for (arms that differ there are different software)."""
+    isa = result.get("compile_isa")
+    return result.get("framework_version", "-") + (f", inductor {isa}" if isa else "")
 
 
 def _span(times: list[str]) -> list[str]:

@@ -527,5 +527,12 @@ def test_a_compiled_models_compile_time_has_a_column_of_its_own(tmp_path):
     head = next(x for x in text.splitlines() if x.startswith("| runtime"))
     assert "| start-up s [CI] | compile s [CI] | host load" in head
     assert "| 14.2 [14.0, 14.5]" in rows_of(text)["native"]
+    # kernels built for other vector instructions are other software: not compared
+    for i, r in enumerate(store.load(tmp_path / "c").records):
+        r["result"]["compile_isa"] = "avx512" if r["runtime"] == "docker" else "INVALID_VEC_ISA"
+        store.append(tmp_path / "isa", r | {"index": i})
+    assert "not compared: software differs from native (1.13, inductor avx512" in md(
+        tmp_path / "isa"
+    )
     paired_campaign(tmp_path / "eager", 6)
     assert "compile s" not in md(tmp_path / "eager")
