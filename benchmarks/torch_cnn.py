@@ -187,6 +187,10 @@ class Dist:
             self.rank, self.size = kitbench.launcher_rank()
         # under torchrun the Gloo group itself carries the benchmark's own collectives
         self.torchrun = kind == "ddp" and kitbench.under_torchrun()
+        if self.torchrun:
+            import torch.distributed
+
+            self.group = torch.distributed
 
     def barrier(self) -> None:
         if self.size == 1:
@@ -194,9 +198,7 @@ class Dist:
         if self.kind == "horovod":
             self.hvd.barrier()
         elif self.torchrun:
-            import torch.distributed as dist
-
-            dist.barrier()
+            self.group.barrier()
         else:
             kitbench.mpi_comm().Barrier()
 
@@ -206,10 +208,8 @@ class Dist:
         if self.kind == "horovod":
             return self.hvd.allgather_object(obj)
         if self.torchrun:
-            import torch.distributed as dist
-
             out = [None] * self.size
-            dist.all_gather_object(out, obj)
+            self.group.all_gather_object(out, obj)
             return out
         return kitbench.mpi_comm().gather(obj, root=0)
 
@@ -218,10 +218,8 @@ class Dist:
         if self.kind == "horovod":
             return self.hvd.broadcast_object(n, root_rank=0)
         if self.torchrun:
-            import torch.distributed as dist
-
             box = [n]
-            dist.broadcast_object_list(box, src=0)
+            self.group.broadcast_object_list(box, src=0)
             return box[0]
         return kitbench.mpi_comm().bcast(n, root=0)
 

@@ -20,6 +20,11 @@ HOST_PYTHON = "/usr/bin/python3"  # the Debian Python the recipes' images have t
 CONTEXT = ".kit-wheels"  # under the repository root (the build context); every recipe's
 
 
+def folder() -> Path:
+    """Where every recipe's host wheels are kept: pip's --find-links, natively and in builds."""
+    return repo_root() / CONTEXT
+
+
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
@@ -49,19 +54,19 @@ def fetch(r: Recipe) -> list[Path]:
     """The recipe's host wheels, downloaded by the host's pip where missing."""
     if not r.pip_host:
         return []
-    folder = repo_root() / CONTEXT
+    kept = folder()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        kept.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise KitError(
-            f"cannot write {folder} ({e.strerror}); build from a checkout you can write"
+            f"cannot write {kept} ({e.strerror}); build from a checkout you can write"
         ) from None
-    with exclusive(cache_dir() / "host-wheels.lock", f"the host wheels in {folder}"):
+    with exclusive(cache_dir() / "host-wheels.lock", f"the host wheels in {kept}"):
         for pin in r.pip_host:
-            if _file_of(pin, list(folder.glob("*.whl"))) is None:
+            if _file_of(pin, list(kept.glob("*.whl"))) is None:
                 print(f"pip download {pin} (the host's pip, for {r.name})", flush=True)
                 argv = [HOST_PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-                argv += [*_for_image(r), "--dest", str(folder), pin]
+                argv += [*_for_image(r), "--dest", str(kept), pin]
                 try:
                     capture(argv, f"pip download {pin}")
                 except KitError as e:
@@ -70,8 +75,8 @@ def fetch(r: Recipe) -> list[Path]:
                         f"it ({e}); point pip at an index that has it (pip.conf, "
                         "PIP_EXTRA_INDEX_URL or PIP_FIND_LINKS) and build again"
                     ) from None
-        files = list(folder.glob("*.whl"))
+        files = list(kept.glob("*.whl"))
         wanted = {pin: _file_of(pin, files) for pin in r.pip_host}
     if missing := [pin for pin, f in wanted.items() if f is None]:
-        raise KitError(f"pip fetched no wheel named as {', '.join(missing)} into {folder}")
+        raise KitError(f"pip fetched no wheel named as {', '.join(missing)} into {kept}")
     return [f for f in wanted.values() if f is not None]

@@ -65,16 +65,19 @@ def _columns(a: Analysis, g: Group) -> list[str]:
     """The arms table's heading, in the group's metric (images/s for the CNN benchmarks);
     a compiled model's compile time beside its start-up."""
     unit = a.metric(g.key.bench).unit
-    head = [*COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]", *COLUMNS[2:]]
-    if _compiled(g):
-        head.insert(head.index("start-up s [CI]") + 1, "compile s [CI]")
-    return head
+    startup = COLUMNS.index(STARTUP) + 1
+    compiled = ["compile s [CI]"] if _compiled(g) else []
+    return [
+        *COLUMNS[:2], f"{unit} median [CI]", f"vs {a.baseline} [CI]",
+        *COLUMNS[2:startup], *compiled, *COLUMNS[startup:],
+    ]  # fmt: skip
 
 
 def _compiled(g: Group) -> bool:
     return any(arm.compile is not None for arm in g.arms)
 
 
+STARTUP = "start-up s [CI]"
 COLUMNS = [
     "runtime",
     "n",
@@ -82,7 +85,7 @@ COLUMNS = [
     "pairing",
     "detectable",
     "verdict",
-    "start-up s [CI]",
+    STARTUP,
     "host load / other CPU",
     "peak RSS MB",
     "framework",
@@ -123,7 +126,7 @@ def _load(arm: Arm) -> str:
 
 
 def _row(arm: Arm, a: Analysis, compiled: bool) -> list[str]:
-    row = [
+    return [
         arm.runtime,
         str(arm.n),
         _iv(arm.rate, 1),
@@ -133,14 +136,12 @@ def _row(arm: Arm, a: Analysis, compiled: bool) -> list[str]:
         _pct(arm.detectable),
         arm.verdict,
         _iv(arm.startup, 2),
+        *([(_iv(arm.compile, 1) if arm.compile else "n/a")] if compiled else []),
         _load(arm),
         f"{arm.peak_rss_mb:.0f}" if arm.peak_rss_mb else "n/a",  # a command reports none
         arm.framework,
         arm.mpi,
     ]
-    if compiled:  # beside the start-up, which includes it
-        row.insert(9, _iv(arm.compile, 1) if arm.compile else "n/a")
-    return row
 
 
 PAIR_COLUMNS = [

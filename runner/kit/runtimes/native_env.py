@@ -172,8 +172,14 @@ def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
     for args in recipe.pip_steps():
         stream([str(python), "-m", "pip", "install", *args], "pip install (native)", env=env)
     if recipe.pip_host:  # the very files the image installed
-        folder = str(host_wheels.fetch(recipe)[0].parent)
-        host = ["--no-cache-dir", "--no-deps", "--no-index", "--find-links", folder]
+        host_wheels.fetch(recipe)
+        host = [
+            "--no-cache-dir",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+            str(host_wheels.folder()),
+        ]
         stream([str(python), "-m", "pip", "install", *host, *recipe.pip_host], "pip (native)")
     origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
     stamp.write_text(pins + (f"\n{origin}" if origin else ""))
