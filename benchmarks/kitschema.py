@@ -159,6 +159,9 @@ BENCHES = {
         ),
         _training("tf-ps", "tf_ps.py", "TensorFlow parameter-server CNN training", TF),
         _training(
+            "tf-mwms", "tf_mwms.py", "TensorFlow MultiWorkerMirroredStrategy CNN training", TF
+        ),
+        _training(
             "caffe2-cnn",
             "caffe2_cnn.py",
             "Caffe2 CNN training",

@@ -44,44 +44,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def build_model(tf, name: str, side: int):
+    """The model as a functional Keras model (Keras 2 and 3 alike), logits in float32."""
     layers = tf.keras.layers
     shape = (side, side, 3)
     if name == "tiny":
-        body = tf.keras.Sequential(
-            [
-                layers.Conv2D(16, 3, padding="same", activation="relu", input_shape=shape),
-                layers.MaxPool2D(2),
-                layers.Conv2D(32, 3, padding="same", activation="relu"),
-                layers.GlobalAveragePooling2D(),
-                layers.Dense(kitbench.CLASSES),
-            ]
-        )
+        stack = [
+            layers.Conv2D(16, 3, padding="same", activation="relu"),
+            layers.MaxPool2D(2),
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.GlobalAveragePooling2D(),
+            layers.Dense(kitbench.CLASSES),
+        ]
     elif name == "alexnet":  # the single-tower form torchvision uses
-        body = tf.keras.Sequential(
-            [
-                layers.Conv2D(64, 11, 4, padding="same", activation="relu", input_shape=shape),
-                layers.MaxPool2D(3, 2),
-                layers.Conv2D(192, 5, padding="same", activation="relu"),
-                layers.MaxPool2D(3, 2),
-                layers.Conv2D(384, 3, padding="same", activation="relu"),
-                layers.Conv2D(256, 3, padding="same", activation="relu"),
-                layers.Conv2D(256, 3, padding="same", activation="relu"),
-                layers.MaxPool2D(3, 2),
-                layers.Flatten(),
-                layers.Dropout(0.5),
-                layers.Dense(4096, activation="relu"),
-                layers.Dropout(0.5),
-                layers.Dense(4096, activation="relu"),
-                layers.Dense(kitbench.CLASSES),
-            ]
-        )
+        stack = [
+            layers.Conv2D(64, 11, 4, padding="same", activation="relu"),
+            layers.MaxPool2D(3, 2),
+            layers.Conv2D(192, 5, padding="same", activation="relu"),
+            layers.MaxPool2D(3, 2),
+            layers.Conv2D(384, 3, padding="same", activation="relu"),
+            layers.Conv2D(256, 3, padding="same", activation="relu"),
+            layers.Conv2D(256, 3, padding="same", activation="relu"),
+            layers.MaxPool2D(3, 2),
+            layers.Flatten(),
+            layers.Dropout(0.5),
+            layers.Dense(4096, activation="relu"),
+            layers.Dropout(0.5),
+            layers.Dense(4096, activation="relu"),
+            layers.Dense(kitbench.CLASSES),
+        ]
     else:
         body = getattr(tf.keras.applications, APPLICATIONS[name])(
             weights=None, input_shape=shape, classes=kitbench.CLASSES, classifier_activation=None
         )
+        stack = [body]
+    inputs = tf.keras.Input(shape)
+    x = inputs
+    for layer in stack:
+        x = layer(x)
     # logits in float32 whatever the compute precision, for a stable loss
-    out = layers.Activation("linear", dtype="float32")(body.output)
-    return tf.keras.Model(body.input, out)
+    return tf.keras.Model(inputs, layers.Activation("linear", dtype="float32")(x))
 
 
 def compiled_step(tf, hvd_tf, model):

@@ -66,6 +66,7 @@ IMAGE_OF = {
     "horovod": "horovod-mpich",
     "caffe2": "caffe2-mpich",
     "pytorch2": "pytorch2-mpich",
+    "tf2": "tf2-mpich",
 }
 
 
@@ -226,6 +227,12 @@ def caffe2(builds) -> None:
 def pytorch2(builds) -> None:
     """pytorch2-mpich (today's PyTorch, from the host's pip), built."""
     builds.image("pytorch2-mpich")
+
+
+@pytest.fixture(scope="session")
+def tf2(builds) -> None:
+    """tf2-mpich (today's TensorFlow, Keras 3), built."""
+    builds.image("tf2-mpich")
 
 
 @pytest.fixture(scope="session")

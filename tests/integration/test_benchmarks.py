@@ -221,6 +221,18 @@ def test_todays_pytorch_natively_and_in_every_runtime_then_compiled(pytorch2, tm
         assert res["compile_s"] > 10 * max(res["step_times_s"]), r["runtime"]
 
 
+def test_todays_tensorflow_multi_worker_natively_and_in_every_runtime(tf2, tmp_path):
+    """TensorFlow 2.21 (Keras 3): MultiWorkerMirroredStrategy at 1 and 2 ranks natively and
+    in every runtime, ranks numbered by the launcher; its own collectives keep the
+    workers' weights equal."""
+    every = "native,docker,podman,singularity,charliecloud"
+    recs = campaign("tf2-mpich", every, "tf-mwms", tmp_path / "run")
+    check(recs, every, "tf-mwms")
+    assert {r["result"]["framework_version"] for r in recs} == {"2.21.0"}
+    assert {r["result"]["dist"] for r in recs} == {"multi_worker_mirrored"}
+    assert all(r["result"]["weights_in_sync"] for r in recs)
+
+
 # TensorBoard's own reader; tf.summary (TF2) files hold tensors, tensorboardX's scalars.
 READ_EVENTS = """
 import json, sys
