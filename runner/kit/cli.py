@@ -158,7 +158,7 @@ def cmd_run(a: argparse.Namespace) -> None:
     if a.dry_run:  # what the run would refuse before its first trial, it refuses now
         if a.out is not None:
             store.check_campaign(out, c.spec, a.resume)
-        campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out)
+        campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
         print(plan.describe(c.design, c.opts))
         return
     if a.emit:

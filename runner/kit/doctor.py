@@ -16,7 +16,7 @@ from kit.core.proc import version_line
 from kit.image import engine
 from kit.image.debian_base import base_tag
 from kit.image.recipes import FLAVOURS
-from kit.runtimes import RUNTIMES, Runtime
+from kit.runtimes import RUNTIMES, Runtime, gpu
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,29 @@ def needs(name: str) -> tuple[str, ...]:
     return (*cls.needs, f"tool:{cls.tool}")
 
 
+def gpus(runtimes: list[str]) -> list[str]:
+    """The host's GPUs, then how each runtime (those named, else all) passes them in and
+    what it lacks for that here: what a cuda variant's campaign needs, shown below the
+    CPU rows, whose status it does not change."""
+    found, why = gpu.devices()
+    lines = [
+        f"GPU {d.index}: {d.name}, driver {d.driver}, compute capability {d.compute}" for d in found
+    ] or [f"GPU: none ({why}); --variant cuda trials cannot run on this host"]
+    names = runtimes or list(RUNTIMES)
+    width = max(map(len, names))
+    lines.append(f"{'GPUS VIA':<{width}}  {'OPTION':<28}  STATUS")
+    for name in names:
+        access = RUNTIMES[name].gpu
+        lacks = access.missing()
+        how = " ".join(access.options) or "-"
+        lines.append(
+            f"{name:<{width}}  {how:<28}  {'MISSING ' if lacks else 'OK'}{', '.join(lacks)}"
+        )
+        if lacks:
+            lines.append(f"{'':<{width}}  needs: {access.needs}")
+    return lines
+
+
 def report(runtimes: list[str]) -> tuple[str, bool]:
     """The table, and whether everything the named runtimes need is present."""
     found = {**components(), **tools()}
@@ -140,6 +163,7 @@ def report(runtimes: list[str]) -> tuple[str, bool]:
         lines.append(f"{c.name:<{width}}  {status:<7}  {c.detail}")
         if not c.ok:
             lines.append(f"{'':<{width}}           fix: {c.fix}")
+    lines += gpus(runtimes)
     if os.geteuid() == 0:
         lines.append(
             "note: running as root; Apptainer and MPI jobs here must run as an "

@@ -16,7 +16,7 @@ from kit.launch import launchers
 from kit.results import store
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, stop_reason
-from kit.runtimes import Prepared, Runtime
+from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import user_env
 
 
@@ -54,13 +54,28 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
     return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")
 
 
-def prepare(rt: Runtime, image: "Recipe | Foreign", variant: str) -> Prepared:
+def gpu_driver(variant: str, launcher: launchers.Launcher) -> str | None:
+    """The driver a cuda variant's trials run with (None: a CPU variant): this host's,
+    which must show a GPU; under Slurm, the GPU nodes' ("": not known from here)."""
+    if variant != "cuda":
+        return None
+    if isinstance(launcher, launchers.Slurm):
+        return ""
+    return gpu.require(variant)[0].driver
+
+
+def prepare(
+    rt: Runtime, image: "Recipe | Foreign", variant: str, driver: str | None = None
+) -> Prepared:
     """What the runtime runs of the campaign's image (kit's recipe, or the user's own; with
-    kit's benchmarks added to it, they run with the image's own Python)."""
+    kit's benchmarks added to it, they run with the image's own Python), and with the
+    host's GPUs passed in when its trials use them (driver: gpu_driver's answer)."""
     if not isinstance(image, Foreign):
-        return rt.prepare(image, variant)
-    prep = rt.prepare_foreign(image)
-    return dataclasses.replace(prep, python=image.python) if image.python else prep
+        prep = rt.prepare(image, variant)
+    else:
+        prep = rt.prepare_foreign(image)
+        prep = dataclasses.replace(prep, python=image.python) if image.python else prep
+    return prep if driver is None else rt.with_gpus(prep, driver)
 
 
 def preflight(
@@ -70,10 +85,12 @@ def preflight(
     opts: Options,
     out_dir: Path,
     launcher: launchers.Launcher | None = None,
-) -> tuple[launchers.Launcher, str]:
+    variant: str = "cpu",
+) -> tuple[launchers.Launcher, str, str | None]:
     """Everything about the host that can be checked before the first trial (the dry run
     checks it too): the image has each benchmark, the launcher can start the ranks with
-    this mpirun, each runtime is there. Returns the launcher and the mpirun to use."""
+    this mpirun, each runtime is there, a cuda variant has a GPU. Returns the launcher,
+    the mpirun to use and the GPU driver (gpu_driver)."""
     for c in design.configs:
         if c.bench not in recipe.benchmarks:
             raise KitError(
@@ -85,7 +102,7 @@ def preflight(
     launcher.check(recipe, [c.ranks for c in design.configs], mpirun)
     for rt in runtimes:
         rt.check()
-    return launcher, mpirun
+    return launcher, mpirun, gpu_driver(variant, launcher)
 
 
 def execute(
@@ -102,9 +119,9 @@ def execute(
     """Run the design's rounds (skipping finished trials), recording each trial as it ends;
     returns why the campaign stopped. RunFailed (its records kept) when some arm has no
     trial that succeeded."""
-    launcher, mpirun = preflight(recipe, runtimes, design, opts, out_dir, launcher)
+    launcher, mpirun, driver = preflight(recipe, runtimes, design, opts, out_dir, launcher, variant)
     by_arm = {rt.arm: rt for rt in runtimes}
-    prepared = {rt.arm: prepare(rt, recipe, variant) for rt in runtimes}
+    prepared = {rt.arm: prepare(rt, recipe, variant, driver) for rt in runtimes}
     versions = {rt.arm: rt.version() for rt in runtimes}
     context = trial.Context(
         recipe,

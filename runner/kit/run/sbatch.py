@@ -22,7 +22,8 @@ def emit(
     mpirun = campaign.mpirun_for(recipe, opts.mpirun)
     writer = launchers.Slurm(opts.site, recipe.mpi.flavour, folder)
     by_arm = {rt.arm: rt for rt in runtimes}
-    prepared = {rt.arm: campaign.prepare(rt, recipe, variant) for rt in runtimes}
+    driver = campaign.gpu_driver(variant, writer)
+    prepared = {rt.arm: campaign.prepare(rt, recipe, variant, driver) for rt in runtimes}
     paths_out = []
     for i, p in enumerate(trials):
         rt, prep = by_arm[p.runtime], prepared[p.runtime]

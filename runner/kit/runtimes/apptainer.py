@@ -17,6 +17,7 @@ from kit.image import convert, engine, pull
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime
+from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -31,6 +32,11 @@ class Apptainer(Runtime):
     needs = ("engine", "squashfs", "fuse")
     tool = "apptainer"
     fix = convert.APPTAINER_FIX
+    gpu = Access(
+        ("--nv",),
+        "nvidia-smi and the driver's libraries, which --nv binds (its nvliblist.conf)",
+        tools=("nvidia-smi",),
+    )
     settings = (
         "apptainer exec with its default binds ($HOME, /tmp, $PWD) and host network",
         base.UCX_SHM_NOTE,

@@ -14,6 +14,7 @@ from kit.core.errors import KitError
 from kit.image.blocks import BENCH_DIR as IMAGE_BENCH
 from kit.image.blocks import PYTHON as IMAGE_PYTHON
 from kit.image.recipes import Recipe
+from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -123,6 +124,7 @@ class Runtime:
     client_env: tuple[str, ...] = ()  # host settings its client reads (which engine, where)
     service = ""  # a service its trials need beside the tool ("the Docker engine")
     service_lost: tuple[str, ...] = ()  # what its client says when that service is gone
+    gpu = Access()  # how it passes the host's GPUs in (a cuda variant's trials)
 
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""
@@ -147,6 +149,10 @@ class Runtime:
             f"runtime '{self.name}' does not run --image yet; use docker, podman, "
             "singularity, charliecloud or native (with --native-command)"
         )
+
+    def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
+        """What it runs when the trials use the host's GPUs (driver: its version)."""
+        return dataclasses.replace(prep, options=(*prep.options, *self.gpu.options))
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """The command that starts one rank of the job in this runtime."""

@@ -1,12 +1,15 @@
 """Charliecloud: runs the Shifter-format squashfs unprivileged, hybrid MPI model."""
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.core.errors import KitError
 from kit.image import convert, engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime
+from kit.runtimes.gpu import Access, with_host_driver
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -29,6 +32,11 @@ class Charliecloud(Runtime):
         "hybrid MPI: the host's mpirun starts one ch-run per rank",
     )
     env = base.UCX_SHM
+    gpu = Access(
+        needs="ch-fromhost --nvidia, which copies the driver's libraries (as "
+        "nvidia-container-cli lists them) into a directory copy of the image",
+        tools=("ch-fromhost", "nvidia-container-cli", "unsquashfs"),
+    )
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         art = (
@@ -49,6 +57,18 @@ class Charliecloud(Runtime):
         env = tuple(tuple(e.split("=", 1)) for e in config.get("Env") or [] if "=" in e)
         workdir = config.get("WorkingDir")
         return dataclasses.replace(prep, env=env, options=(f"--cd={workdir}",) if workdir else ())
+
+    def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
+        """ch-run has no GPU option: the driver's libraries go into the image itself, a
+        directory copy of the squashfs (ch-run runs either)."""
+        if not driver:
+            raise KitError(
+                "charliecloud takes the GPU node's driver libraries into the image on that "
+                "node (ch-fromhost --nvidia), which kit cannot do from here; under Slurm run "
+                "a cuda variant with singularity (--nv)"
+            )
+        ref = with_host_driver(Path(prep.ref), driver)
+        return dataclasses.replace(prep, ref=str(ref))
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}:{DATA_MOUNT}" for path in job.binds]

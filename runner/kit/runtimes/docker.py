@@ -16,6 +16,7 @@ from kit.image import engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime, SiteOption
+from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -42,6 +43,11 @@ class Docker(Runtime):
             schema.Field(bool), False, "only sites whose compute nodes run a Docker engine"
         )
     }
+    gpu = Access(
+        ("--gpus=all",),
+        "the NVIDIA Container Toolkit, whose hook dockerd runs for --gpus",
+        tools=("nvidia-container-runtime-hook",),
+    )
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",

@@ -6,6 +6,7 @@ from kit.core.paths import repo_root
 from kit.image.recipes import Recipe
 from kit.runtimes import native_env
 from kit.runtimes.base import Job, Prepared, Runtime
+from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -18,6 +19,7 @@ class Native(Runtime):
     needs = ("mpich",)
     tool = "python3"
     fix = "install python3"
+    gpu = Access(needs="the NVIDIA driver's libcuda.so.1 (CUDA's libraries are pinned wheels)")
 
     def version(self) -> str:
         return "host"

@@ -18,6 +18,7 @@ from kit.image import convert
 from kit.image.recipes import Recipe
 from kit.runtimes import base, docker
 from kit.runtimes.base import Job, Prepared, Runtime
+from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
@@ -35,6 +36,11 @@ class Podman(Runtime):
     ranks_inside = True
     client_env = ("CONTAINER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF")
     client_env += ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME")  # rootless store
+    gpu = Access(
+        ("--device=nvidia.com/gpu=all",),
+        "a CDI spec of the GPUs (as root: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",
+        cdi=True,
+    )
     settings = (
         "--network=host (MPI and Gloo use the host's interfaces, as natively)",
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",

@@ -12,6 +12,7 @@ from kit.image import engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base
 from kit.runtimes.base import Job, Prepared, Runtime, SiteOption
+from kit.runtimes.gpu import Access
 
 
 class Shifter(Runtime):
@@ -32,6 +33,11 @@ class Shifter(Runtime):
         "Shifter is a site install (not packaged for Debian); on this machine "
         "the charliecloud runtime runs the same squashfs"
     )
+    gpu = Access(
+        ("--module=gpu",),
+        "the site's Shifter gpu module (NERSC's form), which binds the node's driver",
+        libraries=(),
+    )
     settings = ("shifter --image=docker:TAG, hybrid MPI: the host launcher starts ranks",)
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
@@ -45,7 +51,7 @@ class Shifter(Runtime):
     def slurm_exec(self, prep: Prepared, job: Job, site) -> list[str]:
         if site.option("shifter") == "nersc":  # the image comes from #SBATCH --image
             volumes = [f"--volume={path}:{path}" for path in job.binds]
-            return [self.tool, *volumes, *job.extra, *job.program]
+            return [self.tool, *prep.options, *volumes, *job.extra, *job.program]
         # CSCS: an image loaded with `shifter load image.tar TAG`, and the site's MPI
         # swapped in for the image's (ABI-compatible MPICH) by --mpi
         mounts = [f"--mount=type=bind,source={p},destination={p}" for p in job.binds]
@@ -53,6 +59,7 @@ class Shifter(Runtime):
             self.tool,
             "run",
             "--mpi",
+            *prep.options,
             *mounts,
             *job.extra,
             f"load/library/{prep.ref}",
@@ -61,4 +68,5 @@ class Shifter(Runtime):
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--volume={path}:{path}" for path in job.binds]
-        return [self.tool, f"--image=docker:{prep.ref}", *binds, *job.extra, "--", *job.program]
+        image = f"--image=docker:{prep.ref}"
+        return [self.tool, image, *prep.options, *binds, *job.extra, "--", *job.program]
