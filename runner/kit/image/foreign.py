@@ -63,6 +63,7 @@ class Foreign:
     mpi_library: str = ""  # the library file that says so ("": not read, or none)
     python: str = ""  # with kit's benchmarks added: the image's own interpreter
     variants: tuple[str, ...] = ("cpu",)
+    stack: str = "own"  # the user's own software, neither of kit's stacks
 
     @property
     def label(self) -> str:

@@ -255,10 +255,11 @@ def _header(a: Analysis) -> str:
     target = (
         f" Precision target ±{a.precision_target:.1%}." if a.precision_target is not None else ""
     )
+    images = "; ".join(f"{name} ({what})" for name, what in sorted(a.images.items()))
     return (
         f"{a.trials} trials in {a.out_dir}: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
         f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
-        f"{h['kernel']}.{family}{target}"
+        f"{h['kernel']}.{f' Images: {images}.' if images else ''}{family}{target}"
     )
 
 

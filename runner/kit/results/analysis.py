@@ -164,11 +164,23 @@ class Analysis:
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
     started: list[str] = field(default_factory=list)  # the first and last trial's start
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
+    images: dict[str, str] = field(default_factory=dict)  # image -> recipe version and stack
     metrics: dict[str, benches.Metric] = field(default_factory=dict)  # bench -> its metric
 
     def metric(self, bench: str) -> "benches.Metric":
         """What a benchmark's arms are compared on (a user's command brings its own)."""
         return self.metrics.get(bench) or benches.metric(bench)
+
+
+def _provenance(r: dict) -> str:
+    """An image's recipe version and stack, as the report names them (older records
+    carry no stack)."""
+    stack = r.get("stack") or ""
+    parts = [
+        f"recipe {r['recipe_version']}" if r.get("recipe_version") else "",
+        "the user's own image" if stack == "own" else f"{stack} stack" if stack else "",
+    ]
+    return ", ".join(x for x in parts if x) or "no recipe recorded"
 
 
 def _mode(values: list[str]) -> str:
@@ -486,6 +498,7 @@ def summarise(
         out_dir=label,
         started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
         hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
+        images={r["image"]: _provenance(r) for r in records},
         trials=len(records),
         ok=len(ok),
         not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],

@@ -48,6 +48,7 @@ class Trial:
     runtime_args: list[str]  # the user's pass-through options for this arm
     # provenance
     recipe_version: str
+    stack: str  # the recipe's: current (today's frameworks), historical, or own (--image)
     image_digest: str  # the image's id, or the native environment's fingerprint
     image_ref: str
     mpirun: str | None  # the host launcher's version, for more than one rank

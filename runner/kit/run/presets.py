@@ -124,10 +124,17 @@ class Row:
 
 
 def _matches(key, want: dict) -> bool:
+    """Whether a group (or an out-of-memory entry) is what a claim measures: its fields
+    equal, its benchmark and image among those named (a claim about the studies' stacks
+    names their images, so a today's-stack leg of the same preset is not taken for them)."""
     for field in ("model", "ranks", "data", "batch_size"):
-        if field in want and getattr(key, field) != want[field]:
+        if field in want and _get(key, field) != want[field]:
             return False
-    return "bench" not in want or key.bench in want["bench"].split(",")
+    return all(f not in want or _get(key, f) in want[f].split(",") for f in ("bench", "image"))
+
+
+def _get(key, field: str):
+    return key[field] if isinstance(key, dict) else getattr(key, field)
 
 
 def _judge(iv: stats.Interval, expect: float, null: float) -> str:
@@ -181,7 +188,7 @@ def _row(a: Analysis, p: Published) -> Row:
             for g in a.groups
             if _matches(g.key, {k: v for k, v in m.items() if k != "batch_size"})
         ]
-        hit = [o for o in a.oom if o["model"] == m["model"] and o["bench"] in m["bench"]]
+        hit = [o for o in a.oom if _matches(o, {k: v for k, v in m.items() if k != "batch_size"})]
         at = [o for o in hit if o["batch_size"] <= m["batch_size"]]
         largest = max((g.key.batch_size for g in ran), default=0)
         if at:

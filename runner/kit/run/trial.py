@@ -135,6 +135,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         runtime_settings=[*rt.settings, *prep.settings],
         runtime_args=job.extra,
         recipe_version=ctx.recipe.version,
+        stack=ctx.recipe.stack,
         image_digest=prep.digest,
         image_ref=prep.ref,
         mpirun=ctx.mpirun_version if c.ranks > 1 else None,

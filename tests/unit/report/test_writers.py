@@ -536,3 +536,18 @@ def test_a_compiled_models_compile_time_has_a_column_of_its_own(tmp_path):
     )
     paired_campaign(tmp_path / "eager", 6)
     assert "compile s" not in md(tmp_path / "eager")
+
+
+def test_the_report_names_each_images_recipe_and_stack():
+    """Today's and the studies' stacks side by side are told apart in the header."""
+    recs = [
+        record("native", 9.0, index=i, image=img, recipe_version=v, stack=s)
+        for i, (img, v, s) in enumerate(
+            [("pytorch2-mpich", "2.0.0", "current"), ("pytorch-mpich", "1.2.0", "historical")]
+        )
+    ]
+    text = writers.render(analysis.summarise(recs, "x", 0.95), "md")
+    assert (
+        "Images: pytorch-mpich (recipe 1.2.0, historical stack); pytorch2-mpich (recipe "
+        "2.0.0, current stack)."
+    ) in text

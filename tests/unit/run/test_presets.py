@@ -26,7 +26,15 @@ SMALL = {
     ],
     "nchc2019-horovod-vs-ps": [
         "run horovod-mpich --runtime docker --bench tf-cnn,tf-ps --model resnet50 --batch-size 4 "
-        "--np 1,2 --repeats 6 --warmup-trials 1 --steps 3 --warmup-steps 1 --out OUT/tf-resnet50"
+        "--np 1,2 --repeats 6 --warmup-trials 1 --steps 3 --warmup-steps 1 --out OUT/tf-resnet50",
+        *(
+            f"run {image} --runtime docker --bench {bench} --model resnet50 --batch-size 4 "
+            f"--np 1,2 --repeats 4 --warmup-trials 1 --steps 3 --warmup-steps 1 --out OUT/{leg}"
+            for leg, image, bench in (
+                ("torch-ddp", "pytorch2-mpich", "torch-cnn"),
+                ("tf-mwms", "tf2-mpich", "tf-mwms"),
+            )
+        ),
     ],
     "bnl2018-horovod-vs-ps": [
         "run horovod-mpich --runtime docker --bench tf-cnn,tf-ps --model alexnet --batch-size 8 "
@@ -45,6 +53,8 @@ SMALL = {
             ("tensorflow", "horovod-mpich", "tf-cnn", 2),
             ("pytorch", "pytorch-mpich", "torch-cnn", 3),
             ("caffe2", "caffe2-mpich", "caffe2-cnn", 3),
+            ("pytorch2", "pytorch2-mpich", "torch-cnn", 2),
+            ("tensorflow2", "tf2-mpich", "tf-mwms", 2),
         )
     ],
 }
@@ -147,6 +157,8 @@ def test_oom_efficiency_and_io_findings(tmp_path):
          "ranks": 1, "runtime": "docker", "trials": 3}
     ]  # fmt: skip
     assert presets.published(a, p)[1]["finding"] == "agrees: it did not fit here either"
+    a.oom[0]["image"] = "pytorch2-mpich"  # today's PyTorch, in the same preset's own leg
+    assert presets.published(a, p)[1]["finding"].startswith("cannot speak: batch 64 was not")
     inception = presets.published(a, presets.load("cscs2017-inception3"))
     assert inception[0]["finding"] == (
         "cannot speak: no efficiency measured for model=inception3, ranks=2, "
