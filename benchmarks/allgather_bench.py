@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if comm.Get_rank() == 0:
         kitbench.emit(
             {
-                **kitbench.header("allgather", "ok", "mpi4py", mpi4py.__version__, mpi, hosts),
-                "ranks": comm.Get_size(),
+                **kitbench.header(
+                    "allgather", "ok", "mpi4py", mpi4py.__version__, mpi, hosts, comm.Get_size()
+                ),
                 "startup_s": max(startups),
                 "allgather": rows,
             }

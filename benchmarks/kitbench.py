@@ -259,9 +259,10 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def header(
-    bench: str, status: str, framework: str, version: str, mpi: str, hosts: list[str]
+    bench: str, status: str, framework: str, version: str, mpi: str, hosts: list[str], ranks: int
 ) -> dict:
-    """The COMMON fields every record starts with (ranks and start-up come with the figures)."""
+    """The COMMON fields every record starts with (start-up comes with the figures); on
+    rank 0 while its connections to the others are open (transport reads them)."""
     return {
         "schema": SCHEMA,
         "bench": bench,
@@ -272,7 +273,68 @@ def header(
         "python": platform.python_version(),
         "image": os.environ.get("KIT_IMAGE", "native"),
         "hosts": hosts,
+        "ranks": ranks,
+        "transport": transport(hosts, ranks),
     }
+
+
+def _tcp_connections() -> list[tuple[str, str]]:
+    """This process's established TCP connections, (local address, remote address), read
+    from /proc: what the kernel says carries its bytes, whatever library opened them."""
+    mine = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/self/fd/{fd}")
+                if link.startswith("socket:["):
+                    mine.add(link[8:-1])
+    found = []
+    for table, size in (("/proc/self/net/tcp", 4), ("/proc/self/net/tcp6", 16)):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "01" and cols[9] in mine:  # 01: ESTABLISHED
+                    found.append((_ip(cols[1], size), _ip(cols[2], size)))
+    return found
+
+
+def _ip(field: str, size: int) -> str:
+    """/proc/net/tcp's hex address (host byte order in 32-bit words) as text."""
+    raw = bytes.fromhex(field.split(":")[0])
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, size, 4))
+    return socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6, words)
+
+
+def _interfaces() -> dict[str, str]:
+    """IPv4 address -> interface name, for this network namespace."""
+    import fcntl
+    import struct
+
+    out = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            with contextlib.suppress(OSError):
+                req = struct.pack("256s", name.encode()[:15])
+                addr = fcntl.ioctl(s.fileno(), 0x8915, req)[20:24]  # SIOCGIFADDR
+                out[socket.inet_ntoa(addr)] = name
+    return out
+
+
+def transport(hosts: list[str], ranks: int) -> str:
+    """How rank 0 reached the other ranks, as the kernel shows it (see kitschema)."""
+    if ranks == 1:
+        return "none"
+    if len(hosts) == 1:
+        return "one host"
+    local = _interfaces()
+    via = sorted(
+        {
+            local.get(here.removeprefix("::ffff:"), "?")
+            for here, there in _tcp_connections()
+            if there.removeprefix("::ffff:") not in local and not there.startswith("127.")
+        }
+    )
+    return f"tcp over {', '.join(via)}" if via else "not tcp"
 
 
 def weights_in_sync(sums: list[float]) -> bool:
@@ -286,8 +348,7 @@ def oom_exit(
 ):
     """Report a configuration that did not fit as a result (status oom), then exit."""
     rec = {
-        **header(bench, "oom", framework, version, mpi, [socket.gethostname()]),
-        "ranks": size,
+        **header(bench, "oom", framework, version, mpi, [socket.gethostname()], size),
         "startup_s": 0.0,
         **train_settings(a),
         "threads_per_rank": threads,
@@ -351,9 +412,8 @@ def record(
     size = len(ranks)
     slowest = max(r["timed_s"] for r in ranks)
     return {
-        **header(bench, "ok", framework, version, mpi, sorted({r["host"] for r in ranks})),
+        **header(bench, "ok", framework, version, mpi, sorted({r["host"] for r in ranks}), size),
         **train_settings(a),
-        "ranks": size,
         "threads_per_rank": threads,
         "images_per_sec": a.batch_size * size * a.steps / slowest,
         "images_per_sec_per_rank": [r["images_per_sec"] for r in ranks],

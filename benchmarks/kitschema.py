@@ -80,6 +80,12 @@ COMMON = {
     "image": (str, "KIT_IMAGE when set by the image, else native"),
     "ranks": (int, "processes in the job"),
     "hosts": (list, "host names of the ranks"),
+    "transport": (
+        str,
+        "how rank 0 reached the others: tcp over IFACE (its open TCP "
+        "connections to other hosts), not tcp (ranks on several hosts, no TCP "
+        "connection: an RDMA fabric), one host, or none (one rank)",
+    ),
     "startup_s": (float, "launch (--launch-time) to the end of the first step, slowest rank"),
 }
 TRAIN = {  # an "oom" record has images_per_sec null and "error"

@@ -147,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         kitbench.emit(
             {
-                **kitbench.header("mpi", "ok", "mpi4py", mpi4py.__version__, mpi, hosts),
-                "ranks": size,
+                **kitbench.header("mpi", "ok", "mpi4py", mpi4py.__version__, mpi, hosts, size),
                 "startup_s": max(startups),
                 "p2p": p2p,
                 "allreduce": reduce,

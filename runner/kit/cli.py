@@ -530,6 +530,22 @@ def _run(sub: argparse._SubParsersAction) -> None:
         "--mpi=pmi2 (MPICH) or mpirun",
     )
     g.add_argument(
+        "--hosts",
+        metavar="H1,H2",
+        help="start the ranks over ssh on these hosts, one rank a host in turn, with the "
+        "image flavour's own launcher (MPICH's Hydra -hosts, Open MPI's -H), no scheduler; "
+        "hybrid runtimes only (native, singularity, charliecloud). Checked before the first "
+        "trial: each host answers ssh without a prompt and holds the same image conversion "
+        "or native environment (its digest file compared)",
+    )
+    g.add_argument(
+        "--hostfile",
+        type=Path,
+        metavar="FILE",
+        help="the hosts of --hosts, one a line ('#' comments; a slot count after the name is "
+        "ignored)",
+    )
+    g.add_argument(
         "--slurm-config",
         type=Path,
         metavar="FILE",

@@ -1,4 +1,5 @@
-"""Trials as Slurm batch jobs on the local two-node cluster (ci/provision starts it)."""
+"""Trials as Slurm batch jobs on the local two-node cluster (ci/provision starts it, one
+slurmd in each of two network-namespace nodes: ranks on the two talk over TCP)."""
 
 import json
 import subprocess
@@ -39,6 +40,8 @@ def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
         assert r["launcher"] == "slurm" and r["slurm"]["job_id"].isdigit()
         assert r["slurm"]["nodes"] == "kit-n[1-2]"  # one rank on each node
         assert r["result"]["ranks"] == 2
+        assert r["result"]["hosts"] == ["kitn1", "kitn2"]
+        assert r["result"]["transport"] == "tcp over eth0", (r["runtime"], r["bench"])
     assert len({r["slurm"]["job_id"] for r in recs}) == len(recs)
     script = (batch / "slurm" / f"kit-{recs[0]['campaign']}-0.sbatch").read_text()
     assert "#SBATCH --nodes=2\n" in script and "srun --mpi=pmi2 " in script

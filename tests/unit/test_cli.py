@@ -40,6 +40,23 @@ def kit(*args, env=None):
             "run mpi in a campaign of its own with --launcher local",
         ),
         (["run", "pytorch-mpich", "--emit", "d", "--dry-run"], "go with --launcher slurm"),
+        (
+            [
+                "run",
+                "pytorch2-mpich",
+                "--hosts",
+                "n1,n2",
+                "--runtime",
+                "native,docker",
+                "--dry-run",
+            ],
+            "kit: error: runtime 'docker' starts every rank in one container on this host; --hosts "
+            "runs hybrid runtimes, whose ranks the launcher starts on each host: native,",
+        ),
+        (
+            ["run", "pytorch2-mpich", "--hosts", "n1", "--launcher", "slurm", "--dry-run"],
+            "--hosts starts ranks over ssh itself; leave out --launcher slurm",
+        ),
         (["run", "pytorch-mpich", "--timeout", "-5", "--dry-run"], "--timeout -5.0 must be a pos"),
         (["run", "pytorch-mpich", "--warmup-trials", "-1", "--dry-run"], "must be at least 0"),
         (["run", "pytorch-mpich", "--steps", "0", "--dry-run"], "--steps 0 must be at least 1"),

@@ -16,7 +16,8 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.proc import version_line
 from kit.image.recipes import Recipe
-from kit.launch import process, slurm
+from kit.launch import hosts, process, slurm
+from kit.results.record import HOSTS_LABEL
 from kit.runtimes import Job, Prepared, Runtime
 
 
@@ -56,6 +57,9 @@ class Launcher:
     def owns_ranks(self, rt: Runtime) -> bool:
         """Whether the trial's processes descend from kit (so host load can tell them apart)."""
         return rt.in_tree
+
+    def check_prepared(self, rt: Runtime, prep: Prepared) -> None:
+        """Raise a KitError naming the fix when a node lacks what rt runs (prepared here)."""
 
     def run(
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
@@ -108,6 +112,53 @@ class Torchrun(Local):
         program = [*run, f"--nproc-per-node={job.ranks}", *script]
         one = dataclasses.replace(job, program=program, ranks=1)  # one launch, N ranks
         return super().run(rt, prep, one, env, timeout, title)
+
+
+class Hosts(Local):
+    """On a host list over ssh, no scheduler (cloud VMs, a lab's nodes): the flavour's own
+    launcher (MPICH's Hydra -hosts, Open MPI's -H) starts one rank per host in turn, each
+    in the runtime there (the hybrid model: native, Apptainer, Charliecloud)."""
+
+    name = "hosts"
+
+    def __init__(self, names: tuple[str, ...], flavour: str) -> None:
+        self.hosts, self.flavour = names, flavour
+
+    def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
+        super().check(recipe, [2], mpirun)  # even one rank is started on the first host
+        for host in self.hosts:
+            hosts.reach(host)
+
+    def check_prepared(self, rt: Runtime, prep: Prepared) -> None:
+        identity = rt.on_disk(prep)
+        if identity is None:
+            return
+        for host in self.hosts:
+            if not hosts.holds(host, identity):
+                raise KitError(
+                    f"host '{host}' lacks what runtime '{rt.arm}' runs here ({identity} is "
+                    "missing there or names another digest); make it there the same way (kit "
+                    "convert, or the first native run), or share the folder with the nodes"
+                )
+
+    def label(self, rt: Runtime, ranks: int) -> str:
+        return HOSTS_LABEL
+
+    def owns_ranks(self, rt: Runtime) -> bool:
+        return False  # they run under each host's sshd
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
+        iface = hosts.interface(self.hosts[0])
+        launch = hosts.launcher_argv(
+            self.flavour, job.mpirun, self.hosts, job.ranks, iface, exported
+        )
+        argv = [*launch, *rt.exec_argv(prep, job)]
+        cleanup = lambda: rt.cleanup(job)  # noqa: E731
+        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
+        return Launched(argv, outcome)
 
 
 class Slurm(Launcher):

@@ -287,7 +287,10 @@ def _key_cells(k: Key, *fields: str) -> list[str]:
 
 def _scaling_rows(a: Analysis) -> list[list[str]]:
     fields = ("image", "bench", "model", "data", "batch_size", "ranks")
-    return [[*_key_cells(s.key, *fields), s.runtime, _iv(s.efficiency, 3)] for s in a.scaling]
+    return [
+        [*_key_cells(s.key, *fields), str(s.nodes), s.runtime, _iv(s.efficiency, 3)]
+        for s in a.scaling
+    ]
 
 
 SCALING_COLUMNS = [
@@ -297,6 +300,7 @@ SCALING_COLUMNS = [
     "data",
     "batch",
     "ranks",
+    "nodes",
     "runtime",
     "efficiency [CI]",
 ]
@@ -320,13 +324,13 @@ def _sweep_tables(a: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
         for series in spec.series:
             mine = [s for s in a.sweeps if (s.bench, s.series) == (name, series.field)]
             columns = [
-                *("image", "ranks", "launcher", "runtime", "n", *series.at),
+                *("image", "ranks", "launcher", "transport", "runtime", "n", *series.at),
                 *(f"{v.label} {v.unit} [CI]" for v in series.values),
                 spec.version_label,
             ]
             rows = [
                 [
-                    *(s.image, str(s.ranks), s.launcher, s.runtime, str(s.n)),
+                    *(s.image, str(s.ranks), s.launcher, s.transport, s.runtime, str(s.n)),
                     *map(str, p.at),
                     *(_iv(p.values[v.key], v.digits) for v in series.values),
                     s.version,
@@ -431,6 +435,8 @@ def build(a: Analysis, figures: bool) -> Document:
         blocks += [text for text in (_disturbed(g), _spread(g)) if text]
         sections.append(Section(_title(g.key), blocks))
     sections += [Section(title, [Table(columns, rows)]) for title, columns, rows in _sections(a)]
+    if a.crowded:
+        sections.append(Section("Ranks on fewer hosts than asked", [Bullets(a.crowded)]))
     if a.not_ok:
         sections.append(Section("Trials that did not finish", [Bullets(_failed(a))]))
     if figures:

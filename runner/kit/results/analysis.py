@@ -41,7 +41,7 @@ class Key:
     batch_size: int
     ranks: int
     data: str = "synthetic"  # or "real": read through the framework's input pipeline
-    launcher: str = "local"  # or "slurm": each trial a batch job
+    launcher: str = "local"  # or "slurm": each trial a batch job; or "hosts": over ssh
     variant: str = "cpu"  # cpu and cuda builds of a recipe are different software
     bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
     steps: int | None = None  # timed steps asked for (None: a kit.trial/1 record)
@@ -106,6 +106,7 @@ class Scaling:
     key: Key
     runtime: str
     efficiency: stats.Interval
+    nodes: int = 1  # the hosts its ranks ran on (most trials'): over nodes, not only ranks
 
 
 @dataclass
@@ -138,6 +139,7 @@ class SweepSeries:
     n: int
     version: str  # the software the benchmark declares it measures
     points: list[SweepPoint]
+    transport: str = ""  # how rank 0 reached the others (kitschema), most trials' answer
 
 
 @dataclass
@@ -165,11 +167,25 @@ class Analysis:
     started: list[str] = field(default_factory=list)  # the first and last trial's start
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
     images: dict[str, str] = field(default_factory=dict)  # image -> recipe version and stack
+    crowded: list[str] = field(default_factory=list)  # --hosts trials on fewer hosts than asked
     metrics: dict[str, benches.Metric] = field(default_factory=dict)  # bench -> its metric
 
     def metric(self, bench: str) -> "benches.Metric":
         """What a benchmark's arms are compared on (a user's command brings its own)."""
         return self.metrics.get(bench) or benches.metric(bench)
+
+
+def _crowded(r: dict) -> str:
+    """What a --hosts trial whose ranks ran on fewer hosts than it spread them over says
+    ("": none such): its figures are not across nodes, whatever the launcher was asked."""
+    asked = r.get("host_list") or []
+    ran = (r.get("result") or {}).get("hosts") or []
+    if record.launched_by(r) != "hosts" or len(ran) >= min(r["ranks"], len(asked)):
+        return ""
+    return (
+        f"trial {r['index']} ({r['runtime']}, {r['bench']}, {r['ranks']} ranks): ranks on "
+        f"{', '.join(ran) or 'no host named'}, where {', '.join(asked)} were asked for"
+    )
 
 
 def _provenance(r: dict) -> str:
@@ -464,7 +480,9 @@ def summarise(
         for rt, rs in sorted(by_rt.items()):
             if rt in one:
                 ideal = [x * key.ranks for x in rates(one[rt])]
-                scaling.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, confidence)))
+                nodes = Counter(len(r["result"].get("hosts") or [0]) for r in rs)
+                efficiency = stats.ratio_ci(rates(rs), ideal, confidence)
+                scaling.append(Scaling(key, rt, efficiency, nodes.most_common(1)[0][0]))
     scaling.sort(key=lambda s: (*s.key.order(), s.runtime))
 
     io = []
@@ -499,6 +517,7 @@ def summarise(
         started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
         hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
         images={r["image"]: _provenance(r) for r in records},
+        crowded=[c for r in ok if (c := _crowded(r))],
         trials=len(records),
         ok=len(ok),
         not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],
@@ -533,6 +552,7 @@ def _sweep(
     spec = benches.get(bench)
     res = [r["result"] for r in rs]
     version = _mode([x[spec.version] for x in res])
+    transport = _mode([str(x.get("transport", "-")) for x in res])
     out = []
     for series in spec.series:
         rows: dict[tuple, list[dict]] = defaultdict(list)
@@ -552,7 +572,16 @@ def _sweep(
         if points:
             out.append(
                 SweepSeries(
-                    bench, series.field, image, ranks, launcher, runtime, len(rs), version, points
+                    bench,
+                    series.field,
+                    image,
+                    ranks,
+                    launcher,
+                    runtime,
+                    len(rs),
+                    version,
+                    points,
+                    transport,
                 )
             )
     return out

@@ -39,7 +39,9 @@ class Trial:
     bench_args: list[str] = field(metadata=KEY)  # pass-through options, --min-time among them
     steps: int = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
     warmup_steps: int = field(metadata=KEY)
-    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, torchrun, slurm
+    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, torchrun, slurm,
+    # or mpirun over ssh (--hosts)
+    host_list: list[str]  # --hosts: the hosts its ranks were to be placed on, one a host in turn
     # the runtime arm
     runtime: str = field(metadata=READ)  # the arm: the runtime's name, or NAME@LABEL
     runtime_kind: str
@@ -82,8 +84,12 @@ READ_FIELDS = {  # name -> the JSON type it must have (list for list[str], ...)
 
 
 def launched_by(r: dict) -> str:
-    """Launches on this host are one launcher ("local") whatever started the ranks."""
-    return "slurm" if r.get("launcher") == "slurm" else "local"
+    """Launches on this host are one launcher ("local") whatever started the ranks; a
+    host list over ssh ("hosts") and Slurm are others: their ranks may be on other nodes."""
+    return {"slurm": "slurm", HOSTS_LABEL: "hosts"}.get(r.get("launcher", ""), "local")
+
+
+HOSTS_LABEL = "mpirun over ssh"  # the launcher field of a --hosts trial
 
 
 def key_values(r: dict) -> dict:

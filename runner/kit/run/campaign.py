@@ -49,6 +49,8 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
     trial, scripts in OUT/slurm."""
     if opts.torchrun:
         return launchers.Torchrun()
+    if opts.hosts:
+        return launchers.Hosts(opts.hosts, recipe.mpi.flavour)
     if opts.site is None:
         return launchers.Local()
     return launchers.Slurm(opts.site, recipe.mpi.flavour, out_dir / "slurm")
@@ -122,6 +124,8 @@ def execute(
     launcher, mpirun, driver = preflight(recipe, runtimes, design, opts, out_dir, launcher, variant)
     by_arm = {rt.arm: rt for rt in runtimes}
     prepared = {rt.arm: prepare(rt, recipe, variant, driver) for rt in runtimes}
+    for rt in runtimes:
+        launcher.check_prepared(rt, prepared[rt.arm])
     versions = {rt.arm: rt.version() for rt in runtimes}
     context = trial.Context(
         recipe,

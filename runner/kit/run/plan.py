@@ -64,6 +64,7 @@ class Options:
     auto_min_time: bool = False  # --min-time auto: chosen from the warm-up round
     command: Command | None = None  # a user's own command instead of kit's benchmarks
     torchrun: bool = False  # ranks started by torchrun inside the runtime, not by mpirun
+    hosts: tuple[str, ...] = ()  # --hosts: ranks over ssh on these hosts, one a host in turn
 
 
 def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:

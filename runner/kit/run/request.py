@@ -19,6 +19,7 @@ from kit.core.errors import KitError
 from kit.image import foreign, recipes
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
+from kit.launch import hosts as host_list
 from kit.launch import slurm
 from kit.results import analysis
 from kit.run import plan
@@ -50,6 +51,8 @@ class RunRequest:
     mpirun: str | None
     runtime_arg: list[str]
     launcher: str
+    hosts: str | None
+    hostfile: Path | None
     slurm_config: Path | None
     emit: Path | None
     precision: str | None
@@ -228,12 +231,28 @@ def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
     site = slurm.load_site(q.slurm_config) if q.launcher == "slurm" else None
     ranks = ints("--np", q.np)
     cores = os.cpu_count() or 1
-    if q.launcher != "slurm" and max(ranks) > cores:
+    if q.launcher != "slurm" and not (q.hosts or q.hostfile) and max(ranks) > cores:
         raise KitError(
             f"--np {max(ranks)} is more ranks than this host's {cores} cores; "
             "use at most that many locally, or --launcher slurm for more nodes"
         )
     return site, ranks
+
+
+def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
+    """--hosts/--hostfile: the host list, for runtimes whose ranks the host launcher starts."""
+    names = host_list.parse(q.hosts, q.hostfile)
+    if not names:
+        return ()
+    if q.launcher != "local":
+        raise KitError(f"--hosts starts ranks over ssh itself; leave out --launcher {q.launcher}")
+    if inside := [rt.arm for rt in chosen if rt.ranks_inside]:
+        raise KitError(
+            f"runtime '{inside[0]}' starts every rank in one container on this host; --hosts "
+            "runs hybrid runtimes, whose ranks the launcher starts on each host: native, "
+            "singularity, singularity-bind, charliecloud"
+        )
+    return names
 
 
 def _target(q: RunRequest, chosen: list[Runtime], baseline: str) -> plan.Target | None:
@@ -354,6 +373,7 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
         site,
         auto_min_time=min_time is None,
         torchrun=q.launcher == "torchrun",
+        hosts=_hosts(q, chosen),
     )
     spec = {
         "image": r.label,
@@ -369,6 +389,8 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
     }
     if baseline != analysis.REFERENCE:  # campaigns saved before --baseline still resume
         spec["baseline"] = baseline
+    if opts.hosts:  # and those saved before --hosts
+        spec["hosts"] = list(opts.hosts)
     return Campaign(r, q.variant, chosen, design, opts, spec)
 
 
@@ -490,8 +512,10 @@ def _given(q: RunRequest, dests: tuple[str, ...]) -> str | None:
 def _foreign_runtimes(q: RunRequest, native: bool) -> list[Runtime]:
     """The runtimes asked for, each one that runs a foreign image, on this host (native:
     whether a native arm can be had, i.e. the user's --native-command)."""
-    if q.launcher != "local":
-        raise KitError("--image runs its trials on this host for now: leave out --launcher")
+    if q.launcher != "local" or q.hosts or q.hostfile:
+        raise KitError(
+            "--image runs its trials on this host for now: leave out --launcher and --hosts"
+        )
     allowed = tuple(r for r in FOREIGN_RUNTIMES if native or r != "native")
     chosen = runtimes.parse(q.runtime)
     for rt in chosen:

@@ -129,6 +129,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         steps=0 if opts.command else opts.steps,  # a command's own length is its own
         warmup_steps=0 if opts.command else opts.warmup_steps,
         launcher=ctx.launcher.label(rt, c.ranks),
+        host_list=list(opts.hosts),
         runtime=rt.arm,
         runtime_kind=rt.name,
         runtime_version=version,

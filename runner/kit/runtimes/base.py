@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit.core import schema
@@ -149,6 +150,12 @@ class Runtime:
             f"runtime '{self.name}' does not run --image yet; use docker, podman, "
             "singularity, charliecloud or native (with --native-command)"
         )
+
+    def on_disk(self, prep: Prepared) -> Path | None:
+        """The small file that names what it runs (the conversion's manifest, with the
+        image's digest), compared node by node under --hosts; None: nothing on disk."""
+        manifest = Path(prep.ref).parent / "manifest.json"
+        return manifest if manifest.is_file() else None
 
     def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
         """What it runs when the trials use the host's GPUs (driver: its version)."""

@@ -1,5 +1,6 @@
 """Native: the host's own python and MPI, with the image's pins (see kit.runtimes.native_env)."""
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit.core.paths import repo_root
@@ -41,6 +42,11 @@ class Native(Runtime):
         """The host runs the user's own --native-command (their modules or venv): what
         software that is, only they can say; the record says it was the host's."""
         return Prepared("host", "native:host", "", "", settings=("--native-command on the host",))
+
+    def on_disk(self, prep: Prepared) -> Path | None:
+        """The venv's stamp: its pins and where its compiled packages came from."""
+        stamp = Path(prep.python).parent.parent / native_env.STAMP
+        return stamp if stamp.is_file() else None
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return job.program

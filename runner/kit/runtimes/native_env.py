@@ -27,6 +27,7 @@ from kit.image.recipes import Recipe
 from kit.image.wheels import HOST_PYTHON
 
 BUILD = 4  # how the venv is made; part of its fingerprint, so a change rebuilds it
+STAMP = ".kit-pins"  # in the venv, once made: its fingerprint and its compiled packages' origin
 
 
 def host_versions(names: list[str]) -> dict[str, str | None]:
@@ -158,7 +159,7 @@ def ensure(recipe: Recipe, variant: str = "cpu") -> tuple[Path, str]:
 def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
     """ensure()'s work, under its lock: the venv as it is if current, else made anew."""
     python = venv / "bin" / "python"
-    stamp = venv / ".kit-pins"
+    stamp = venv / STAMP
     pins = fingerprint(recipe)
     if stamp.is_file():
         stamped, _, origin = stamp.read_text().partition("\n")

@@ -11,7 +11,8 @@ import pytest
 TRAIN = {
     "schema": "kit.bench/2", "bench": "torch-cnn", "status": "ok", "framework": "torch",
     "framework_version": "1.13.1", "mpi_library": "MPICH Version: 4.0.2", "python": "3.11.2",
-    "image": "native", "ranks": 2, "hosts": ["vm"], "startup_s": 1.5, "model": "tiny",
+    "image": "native", "ranks": 2, "hosts": ["vm"], "transport": "one host", "startup_s": 1.5,
+    "model": "tiny",
     "batch_size": 32, "data": "synthetic", "task": "throughput", "dist": "ddp",
     "precision": "fp32", "data_format": "nchw", "threads_per_rank": 1, "warmup_steps": 5,
     "steps": 2, "min_time_s": 0.0, "images_per_sec": 100.0, "images_per_sec_per_rank": [50.0, 50.0],

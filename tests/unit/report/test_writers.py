@@ -84,15 +84,18 @@ def test_too_few_trials_are_flagged(tmp_path):
 
 
 def test_scaling_efficiency_against_one_rank(tmp_path):
+    """Over ranks, and over the nodes they ran on (their records' hosts)."""
     for rate in (100, 101, 99, 100, 102, 98):
         store.append(tmp_path, record("native", rate, ranks=1))
-        store.append(tmp_path, record("native", rate * 1.6, ranks=2))
+        two = record("native", rate * 1.6, ranks=2)
+        two["result"]["hosts"] = ["n1", "n2"]
+        store.append(tmp_path, two)
     a = analysis.analyse([tmp_path])
     (s,) = a.scaling
-    assert (s.key.ranks, s.runtime) == (2, "native")
+    assert (s.key.ranks, s.nodes, s.runtime) == (2, 2, "native")
     assert s.efficiency.value == pytest.approx(0.8)
     assert (
-        "| pytorch-mpich | torch-cnn | tiny | synthetic | 32 | 2 | native | 0.800 ["
+        "| pytorch-mpich | torch-cnn | tiny | synthetic | 32 | 2 | 2 | native | 0.800 ["
         in writers.render(a, "md")
     )
 
@@ -189,16 +192,16 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
     text = writers.render(a, "md")
     assert "## MPI (mpi4py): ping-pong between ranks 0 and 1" in text
     assert (
-        "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] "
+        "| image | ranks | launcher | transport | runtime | n | bytes | latency µs [CI] "
         "| bandwidth MB/s [CI] | MPI library |" in text
     )
     assert (
-        "| pytorch-mpich | 2 | local | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] "
+        "| pytorch-mpich | 2 | local | - | singularity | 6 | 4 | 1.01 [1.00, 1.03] | 4 [4, 4] "
         "| MPICH 4.0.2 |" in text
     )
     assert "## MPI (mpi4py): allreduce, float32 sum over all ranks" in text
     assert (
-        "| pytorch-mpich | 1 | local | native | 6 | 4096 | 1.41 [1.41, 1.41] | MPICH 4.0.2 |"
+        "| pytorch-mpich | 1 | local | - | native | 6 | 4096 | 1.41 [1.41, 1.41] | MPICH 4.0.2 |"
         in text
     )
     assert "## Did not fit in memory (out of memory is a result)" in text
@@ -487,22 +490,33 @@ def test_loss_figure_draws_only_steps_every_trial_reached_each_line_its_own(tmp_
 
 def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
     """allgather has no analyser, table or figure of its own: its declaration's series
-    makes its section, columns and figures."""
-    for i in range(6):
+    makes its section, columns and figures. Inside one node and across two (--hosts) are
+    rows side by side, each with the transport its trials saw."""
+    for i in range(12):
         r = record("native", 0, bench="allgather", model="-", batch_size=0, index=i)
         rows = [{"bytes": b, "iterations": 9, "latency_us": (1 + i / 100) * b,
                  "bandwidth_mb_s": 2.0 * b} for b in (4, 64)]  # fmt: skip
-        r["result"] = {"mpi_library": "MPICH 4.0.2", "startup_s": 0.1, "allgather": rows}
+        r["result"] = {"mpi_library": "MPICH 4.0.2", "startup_s": 0.1, "allgather": rows,
+                       "transport": "one host", "hosts": ["n1"]}  # fmt: skip
+        if i >= 6:
+            r |= {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
+            r["result"] |= {"transport": "tcp over eth0", "hosts": ["n1", "n2"]}
         store.append(tmp_path, r)
     a = analysis.analyse([tmp_path])
     text = writers.render(a, "md")
     assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
     assert (
-        "| image | ranks | launcher | runtime | n | bytes | latency µs [CI] | received MB/s [CI] "
-        "| MPI library |\n|---|---|---|---|---|---|---|---|---|\n"
-        "| pytorch-mpich | 2 | local | native | 6 | 4 | 4.10 [4.00, 4.20] | 8 [8, 8] "
+        "| image | ranks | launcher | transport | runtime | n | bytes | latency µs [CI] "
+        "| received MB/s [CI] | MPI library |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "| pytorch-mpich | 2 | hosts | tcp over eth0 | native | 6 | 4 | 4.34 [4.24, 4.44] "
+        "| 8 [8, 8] | MPICH 4.0.2 |\n"
+        "| pytorch-mpich | 2 | hosts | tcp over eth0 | native | 6 | 64 |"
+    ) in text
+    assert (
+        "| pytorch-mpich | 2 | local | one host | native | 6 | 4 | 4.10 [4.00, 4.20] | 8 [8, 8] "
         "| MPICH 4.0.2 |"
     ) in text
+    assert a.crowded == []
     page = writers.render(a, "html")
     for value in ("latency_us", "bandwidth_mb_s"):
         assert f'id="allgather-allgather-{value}-pytorch-mpich-np2"' in page
@@ -551,3 +565,18 @@ def test_the_report_names_each_images_recipe_and_stack():
         "Images: pytorch-mpich (recipe 1.2.0, historical stack); pytorch2-mpich (recipe "
         "2.0.0, current stack)."
     ) in text
+
+
+def test_a_host_list_trial_whose_ranks_shared_a_host_is_named():
+    """Ranks that silently landed on one node measured no network: the report says so."""
+    on_one = record("native", 9.0, index=4, ranks=2, launcher="mpirun over ssh",
+                    host_list=["n1", "n2"])  # fmt: skip
+    on_one["result"]["hosts"] = ["n1"]
+    spread = record("native", 9.0, index=5, ranks=2, launcher="mpirun over ssh",
+                    host_list=["n1", "n2"])  # fmt: skip
+    spread["result"]["hosts"] = ["n1", "n2"]
+    a = analysis.summarise([on_one, spread], "x", 0.95)
+    assert a.crowded == [
+        "trial 4 (native, torch-cnn, 2 ranks): ranks on n1, where n1, n2 were asked for"
+    ]
+    assert "## Ranks on fewer hosts than asked\n\n- trial 4 (native" in writers.render(a, "md")

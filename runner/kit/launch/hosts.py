@@ -1,0 +1,116 @@
+"""Host lists without a scheduler (kit run --hosts, --hostfile): the nodes a cloud or a
+lab gives without a batch system, reached over ssh by the MPI flavour's own launcher.
+
+Everything that can be checked host by host is checked before the first trial, each
+failure one line with its fix: the host answers over ssh with this user's key and a
+known host key, and holds what the trial runs (the same image conversion or native
+environment, compared by the file that names its digest).
+"""
+
+import ipaddress
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+from kit.core.errors import KitError
+
+SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
+    """The host list of --hosts A,B or --hostfile FILE (one host a line, '#' comments; a
+    slot count after the name, MPICH's host:N or Open MPI's host slots=N, is ignored:
+    kit places one rank per host in turn)."""
+    if hosts is not None and hostfile is not None:
+        raise KitError("give --hosts or --hostfile, not both")
+    if hostfile is not None:
+        try:
+            lines = hostfile.read_text().splitlines()
+        except OSError as e:
+            raise KitError(f"--hostfile {hostfile}: {e.strerror}; give a readable file") from None
+        words = [ln.split("#")[0].split() for ln in lines]
+        names = [w[0].split(":")[0] for w in words if w]
+        where = f"--hostfile {hostfile}"
+    elif hosts is not None:
+        names = [h.strip() for h in hosts.split(",") if h.strip()]
+        where = f"--hosts '{hosts}'"
+    else:
+        return ()
+    if not names:
+        raise KitError(f"{where} names no host; give host names or addresses, e.g. n1,n2")
+    for h in names:
+        if not NAME.fullmatch(h):
+            raise KitError(f"{where}: '{h}' is not a host name or address")
+    if len(set(names)) != len(names):
+        raise KitError(f"{where} names a host twice; kit places one rank per host in turn")
+    return tuple(names)
+
+
+def reach(host: str) -> None:
+    """Raise a KitError naming the fix unless `ssh host` works without a prompt."""
+    try:
+        p = subprocess.run([*SSH, host, "true"], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise KitError("--hosts starts ranks over ssh: install openssh-client") from None
+    except subprocess.TimeoutExpired:
+        raise KitError(f"host '{host}' did not answer ssh in 60 s; check that it is up") from None
+    if p.returncode == 0:
+        return
+    said = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    last = said[-1] if said else f"ssh exited {p.returncode}"
+    if "Host key verification failed" in p.stderr:
+        raise KitError(
+            f"host '{host}': ssh does not accept its host key ({last}); check the key it "
+            f"offers, then add it to ~/.ssh/known_hosts (ssh-keyscan {host})"
+        )
+    if "Permission denied" in p.stderr:
+        raise KitError(
+            f"host '{host}' refused this user's ssh key ({last}); kit needs ssh without a "
+            "password: add your public key to ~/.ssh/authorized_keys there"
+        )
+    raise KitError(
+        f"host '{host}' cannot be reached over ssh ({last}); check its name and that sshd "
+        "runs there"
+    )
+
+
+def holds(host: str, path: Path) -> bool:
+    """Whether host has path with the same bytes as here (a small file naming a digest)."""
+    p = subprocess.run([*SSH, host, "cat", str(path)], capture_output=True, timeout=60)
+    return p.returncode == 0 and p.stdout == path.read_bytes()
+
+
+def interface(host: str) -> str:
+    """The local network interface that routes to host ("" for this host itself): MPI's
+    launcher must offer the nodes an address they can reach on it, which the host name
+    of a multi-homed login node need not resolve to."""
+    try:
+        addr = socket.gethostbyname(host)
+    except OSError:
+        return ""
+    if ipaddress.ip_address(addr).is_loopback:
+        return ""
+    try:
+        p = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True)
+    except FileNotFoundError:
+        return ""
+    found = re.search(r"\bdev (\S+)", p.stdout)
+    return "" if found is None or found.group(1) == "lo" else found.group(1)
+
+
+def launcher_argv(
+    flavour: str, mpirun: str, hosts: tuple[str, ...], ranks: int, iface: str, env: list[str]
+) -> list[str]:
+    """The flavour's launcher over ssh: one rank per host in turn; the control connection
+    on iface; env: the variables the ranks must get (Hydra passes them all anyway)."""
+    if flavour == "mpich":
+        on = ["-iface", iface] if iface else []
+        return [mpirun, "-launcher", "ssh", "-hosts", ",".join(hosts), *on, "-np", str(ranks)]
+    on = []
+    if iface:
+        on = ["--mca", "oob_tcp_if_include", iface, "--mca", "btl_tcp_if_include", iface]
+    exported = [x for k in env for x in ("-x", k)]
+    spread = ["--map-by", "node", "--oversubscribe"]  # more ranks than hosts: round again
+    return [mpirun, "-H", ",".join(hosts), *spread, *on, *exported, "-np", str(ranks)]

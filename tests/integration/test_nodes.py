@@ -1,0 +1,96 @@
+"""Across nodes for real: ranks on two network-namespace nodes (ci/nodes: each its own
+network stack, address, host name, /dev/shm and sshd), started over ssh by kit run
+--hosts in the hybrid runtimes, with every failure before the first trial one line."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import kit
+
+pytestmark = pytest.mark.integration
+
+NODES = "kitn1,kitn2"
+HYBRID = "native,singularity,charliecloud"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nodes(ready) -> None:
+    up = subprocess.run(["ssh", "-o", "BatchMode=yes", "kitn2", "hostname"], capture_output=True)
+    if up.stdout.strip() != b"kitn2":
+        pytest.fail("the test nodes are not up: as root, ci/nodes up 3 --lacking-images kitn3")
+
+
+def across(
+    image: str, benches: str, out: Path, *extra: str, hosts: str | None = NODES
+) -> list[dict]:
+    """One trial of each benchmark and hybrid runtime at 2 ranks, over the host list (or,
+    with hosts=None, as extra's launcher places them)."""
+    kit(
+        *("run", image, "--runtime", HYBRID, "--bench", benches),
+        *(("--hosts", hosts) if hosts else ()),
+        *("--np", "2", "--model", "tiny", "--batch-size", "8", "--steps", "5"),
+        *("--warmup-steps", "1", "--repeats", "1", "--warmup-trials", "0"),
+        *("--baseline-launches", "1", "--timeout", "240", "--out", str(out), *extra),
+        timeout=1800,
+    )
+    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def test_ddp_horovod_and_the_mpi_sweep_across_two_nodes(pytorch2, horovod, tmp_path):
+    """Each rank on its own node, bytes over TCP between them: the records say so."""
+    recs = across("pytorch2-mpich", "torch-cnn,mpi", tmp_path / "torch", "--bench-arg",
+                  "mpi:--time-per-size=0.05")  # fmt: skip
+    recs += across("horovod-mpich", "tf-cnn", tmp_path / "horovod")
+    assert sorted((r["bench"], r["runtime"]) for r in recs) == sorted(
+        (b, rt) for b in ("torch-cnn", "mpi", "tf-cnn") for rt in HYBRID.split(",")
+    )
+    for r in recs:
+        res = r["result"] or {}
+        where = (r["runtime"], r["bench"], r["output_tail"][-3000:])
+        assert r["status"] == "ok", where
+        assert (r["launcher"], r["host_list"]) == ("mpirun over ssh", ["kitn1", "kitn2"])
+        assert res["hosts"] == ["kitn1", "kitn2"], where
+        assert res["transport"] == "tcp over eth0", where
+    assert all(r["result"]["weights_in_sync"] for r in recs if r["bench"] == "tf-cnn")
+
+
+def test_horovod_under_slurm_across_the_nodes(horovod, cluster, tmp_path):
+    """tf-cnn (Horovod over MPI) as two-node Slurm jobs: a rank in each node's slurmd."""
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm]\ntasks_per_node = 1\ntime = "00:15:00"\n')
+    recs = across(
+        "horovod-mpich", "tf-cnn", tmp_path / "slurm", "--launcher", "slurm",
+        "--slurm-config", str(site), hosts=None,
+    )  # fmt: skip
+    assert sorted(r["runtime"] for r in recs) == sorted(HYBRID.split(","))
+    for r in recs:
+        res = r["result"] or {}
+        assert r["status"] == "ok", (r["runtime"], r["output_tail"][-3000:])
+        assert (r["launcher"], r["slurm"]["nodes"]) == ("slurm", "kit-n[1-2]")
+        assert res["hosts"] == ["kitn1", "kitn2"] and res["transport"] == "tcp over eth0"
+        assert res["weights_in_sync"]
+
+
+def test_a_host_that_fails_is_one_line_before_the_first_trial(pytorch2, tmp_path):
+    """An unknown host, a host key ssh does not know (the node's bare address) and a node
+    without the image's conversion (kitn3)."""
+    for hosts, runtime, said in (
+        ("kitn1,kitn9", "native", "host 'kitn9' cannot be reached over ssh (ssh: Could not "
+         "resolve hostname kitn9"),
+        ("kitn1,10.77.0.2", "native", "host '10.77.0.2': ssh does not accept its host key "
+         "(Host key verification failed.)"),
+        ("kitn1,kitn3", "singularity", "host 'kitn3' lacks what runtime 'singularity' runs "
+         "here"),
+    ):  # fmt: skip
+        out = tmp_path / hosts
+        p = kit(
+            *("run", "pytorch2-mpich", "--hosts", hosts, "--runtime", runtime, "--bench", "mpi"),
+            *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--out", str(out)),
+            check=False,
+        )
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and lines[-1].startswith(f"kit: error: {said}"), p.stderr
+        assert not (out / "trials.jsonl").exists() or not (out / "trials.jsonl").read_text()

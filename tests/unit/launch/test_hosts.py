@@ -1,0 +1,110 @@
+"""Host lists over ssh (kit run --hosts): the list, the launchers' exact argv, and one line
+for each way a host can fail before the first trial (a stand-in ssh on PATH)."""
+
+from pathlib import Path
+
+import pytest
+
+from kit import runtimes
+from kit.core.errors import KitError
+from kit.launch import hosts, launchers, process
+from kit.runtimes import Job, Prepared
+
+from .test_launchers import Started
+
+
+def test_a_host_list_from_the_command_line_or_a_file(tmp_path):
+    assert hosts.parse("n1, n2", None) == ("n1", "n2")
+    assert hosts.parse(None, None) == ()
+    f = tmp_path / "hostfile"
+    f.write_text("# the nodes\nn1:4\nn2 slots=8  # Open MPI's form\n\n10.0.0.3\n")
+    assert hosts.parse(None, f) == ("n1", "n2", "10.0.0.3")
+    for args, said in (
+        (("n1,n1", None), "names a host twice"),
+        (("n1,-oProxyCommand=x", None), "'-oProxyCommand=x' is not a host name or address"),
+        ((" , ", None), "names no host"),
+        (("n1", f), "give --hosts or --hostfile, not both"),
+        ((None, tmp_path / "none"), "No such file or directory; give a readable file"),
+    ):
+        with pytest.raises(KitError, match=said):
+            hosts.parse(*args)
+
+
+def test_each_flavour_starts_one_rank_a_host_over_ssh():
+    two = ("kitn1", "kitn2")
+    assert hosts.launcher_argv("mpich", "mpirun.mpich", two, 2, "kitbr0", ["KIT_TRIAL"]) == [
+        "mpirun.mpich", "-launcher", "ssh", "-hosts", "kitn1,kitn2", "-iface", "kitbr0",
+        "-np", "2",
+    ]  # fmt: skip
+    assert hosts.launcher_argv("openmpi", "mpirun.openmpi", two, 4, "eth1", ["KIT_TRIAL", "U"]) == [
+        "mpirun.openmpi", "-H", "kitn1,kitn2", "--map-by", "node", "--oversubscribe",
+        "--mca", "oob_tcp_if_include", "eth1", "--mca", "btl_tcp_if_include", "eth1",
+        "-x", "KIT_TRIAL", "-x", "U", "-np", "4",
+    ]  # fmt: skip
+
+
+def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch):
+    def start(argv, *args):
+        raise Started(argv)
+
+    monkeypatch.setattr(process, "run", start)
+    monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
+    rt = runtimes.get("singularity")
+    prep = Prepared("/c/image.sif", "sha256:1", "/opt/kit/venv/bin/python", "/b")
+    job = Job(["/opt/kit/venv/bin/python", "/b/mpi_bench.py"], 2, "mpirun.mpich", "kit-t1")
+    with pytest.raises(Started) as started:
+        launchers.Hosts(("kitn1", "kitn2"), "mpich").run(rt, prep, job, {"KIT_TRIAL": "t"}, 60, "")
+    assert started.value.args[0] == [
+        "mpirun.mpich", "-launcher", "ssh", "-hosts", "kitn1,kitn2", "-iface", "kitbr0",
+        "-np", "2", "apptainer", "exec", "/c/image.sif", *job.program,
+    ]  # fmt: skip
+
+
+def fake_ssh(folder: Path, monkeypatch, said: str, rc: int) -> None:
+    ssh = folder / "ssh"
+    ssh.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit {rc}\n")
+    ssh.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+@pytest.mark.parametrize(
+    ("said", "line"),
+    [
+        (
+            "Host key verification failed.",
+            "host 'kitn2': ssh does not accept its host key (Host key verification failed.); "
+            "check the key it offers, then add it to ~/.ssh/known_hosts (ssh-keyscan kitn2)",
+        ),
+        (
+            "kit@kitn2: Permission denied (publickey).",
+            "host 'kitn2' refused this user's ssh key (kit@kitn2: Permission denied (publickey).)"
+            "; kit needs ssh without a password: add your public key to ~/.ssh/authorized_keys "
+            "there",
+        ),
+        (
+            "ssh: connect to host kitn2 port 22: No route to host",
+            "host 'kitn2' cannot be reached over ssh (ssh: connect to host kitn2 port 22: No "
+            "route to host); check its name and that sshd runs there",
+        ),
+    ],
+)
+def test_each_way_a_host_fails_is_one_line(tmp_path, monkeypatch, said, line):
+    fake_ssh(tmp_path, monkeypatch, said, 255)
+    with pytest.raises(KitError) as e:
+        hosts.reach("kitn2")
+    assert str(e.value) == line
+
+
+def test_a_node_without_the_image_is_refused_before_the_first_trial(tmp_path, monkeypatch):
+    """The conversion's manifest (its image digest) must be on every host, byte for byte."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"digest": "sha256:1"}')
+    prep = Prepared(str(tmp_path / "image.sif"), "sha256:1", "/py", "/b")
+    seen = {"kitn1": manifest.read_bytes(), "kitn2": b'{"digest": "sha256:0"}'}
+    monkeypatch.setattr(hosts, "holds", lambda host, path: seen[host] == path.read_bytes())
+    rt = runtimes.get("charliecloud")
+    assert rt.on_disk(prep) == manifest
+    with pytest.raises(KitError, match=r"^host 'kitn2' lacks what runtime 'charliecloud' runs"):
+        launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
+    seen["kitn2"] = seen["kitn1"]
+    launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
