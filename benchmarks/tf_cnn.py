@@ -153,6 +153,35 @@ def batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier)
         yield x, y
 
 
+def train(tf, a: argparse.Namespace, step, data, writer, size: int, agree):
+    """The training loop of the TensorFlow 2 benchmarks (tf-cnn, tf-mwms): step(x, y) on
+    each batch of data, rank 0's scalars to the TensorBoard writer (closed at the end);
+    returns the timed steps' durations, losses and accuracies and when the first step
+    ended. agree: as kitbench.step_indices takes it."""
+    step_times, losses, accuracies, first_step_end = [], [], [], None
+    durations: list[float] = []
+    for i in kitbench.step_indices(a, durations, agree):
+        t0 = time.perf_counter()
+        x, y = next(data)
+        loss, accuracy = (float(v) for v in step(x, y))
+        dt = time.perf_counter() - t0
+        durations.append(dt)
+        if first_step_end is None:
+            first_step_end = time.time()
+        if writer:
+            with writer.as_default(step=i):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("accuracy", accuracy)
+                tf.summary.scalar("images_per_sec", a.batch_size * size / dt)
+        if i >= a.warmup:
+            step_times.append(dt)
+            losses.append(loss)
+            accuracies.append(accuracy)
+    if writer:
+        writer.close()
+    return step_times, losses, accuracies, first_step_end
+
+
 def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     a = parse_args(argv)
@@ -181,33 +210,15 @@ def main(argv: list[str] | None = None) -> int:
 
     writer = tf.summary.create_file_writer(a.logdir) if a.logdir and rank == 0 else None
     data = batches(tf, a, rank, size, side, barrier)
-    step_times, losses, accuracies, first_step_end = [], [], [], None
+    agree = (lambda n: hvd_tf.broadcast_object(n, root_rank=0)) if size > 1 else None
     try:
-        durations: list[float] = []
-        agree = (lambda n: hvd_tf.broadcast_object(n, root_rank=0)) if size > 1 else None
-        for i in kitbench.step_indices(a, durations, agree):
-            t0 = time.perf_counter()
-            x, y = next(data)
-            loss, accuracy = (float(v) for v in train_step(x, y))
-            dt = time.perf_counter() - t0
-            durations.append(dt)
-            if first_step_end is None:
-                first_step_end = time.time()
-            if writer:
-                with writer.as_default(step=i):
-                    tf.summary.scalar("loss", loss)
-                    tf.summary.scalar("accuracy", accuracy)
-                    tf.summary.scalar("images_per_sec", a.batch_size * size / dt)
-            if i >= a.warmup:
-                step_times.append(dt)
-                losses.append(loss)
-                accuracies.append(accuracy)
+        step_times, losses, accuracies, first_step_end = train(
+            tf, a, train_step, data, writer, size, agree
+        )
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
         kitbench.oom_exit("tf-cnn", "tensorflow", tf.__version__, mpi, a, rank, size, threads, exc)
-    if writer:
-        writer.close()
     mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
     ranks = hvd_tf.allgather_object(mine) if size > 1 else [mine]
     weights = float(sum(abs(w).sum() for w in model.get_weights()))

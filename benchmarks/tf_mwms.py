@@ -104,33 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     train_step = compiled_step(tf, strategy, model, a.batch_size * size)
     writer = tf.summary.create_file_writer(a.logdir) if a.logdir and rank == 0 else None
     data = tf_cnn.batches(tf, a, rank, size, side, comm.Barrier)
-    step_times, losses, accuracies, first_step_end = [], [], [], None
+    agree = (lambda n: comm.bcast(n, root=0)) if size > 1 else None
     try:
-        durations: list[float] = []
-        agree = (lambda n: comm.bcast(n, root=0)) if size > 1 else None
-        for i in kitbench.step_indices(a, durations, agree):
-            t0 = time.perf_counter()
-            x, y = next(data)
-            loss, accuracy = (float(v) for v in train_step(x, y))
-            dt = time.perf_counter() - t0
-            durations.append(dt)
-            if first_step_end is None:
-                first_step_end = time.time()
-            if writer:
-                with writer.as_default(step=i):
-                    tf.summary.scalar("loss", loss)
-                    tf.summary.scalar("accuracy", accuracy)
-                    tf.summary.scalar("images_per_sec", a.batch_size * size / dt)
-            if i >= a.warmup:
-                step_times.append(dt)
-                losses.append(loss)
-                accuracies.append(accuracy)
+        step_times, losses, accuracies, first_step_end = tf_cnn.train(
+            tf, a, train_step, data, writer, size, agree
+        )
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
         kitbench.oom_exit("tf-mwms", "tensorflow", tf.__version__, mpi, a, rank, size, threads, exc)
-    if writer:
-        writer.close()
     mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
     ranks = comm.allgather(mine)
     weights = float(sum(abs(w).sum() for w in model.get_weights()))
