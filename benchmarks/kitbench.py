@@ -67,6 +67,17 @@ def launcher_rank() -> tuple[int, int]:
     return 0, 1
 
 
+LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK")
+
+
+def local_rank() -> int:
+    """This rank's number among its node's ranks (which GPU it takes), 0 when unknown."""
+    for var in LOCAL_RANK_VARS:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
 def local_size(size: int) -> int:
     for var in LOCAL_SIZE_VARS:
         if os.environ.get(var, "").isdigit():
@@ -261,7 +272,7 @@ def is_oom(exc: BaseException) -> bool:
 def header(
     bench: str, status: str, framework: str, version: str, mpi: str, hosts: list[str], ranks: int
 ) -> dict:
-    """The COMMON fields every record starts with (start-up comes with the figures); on
+    """The COMMON fields every record starts with (start-up comes with the figures), on
     rank 0 while its connections to the others are open (transport reads them)."""
     return {
         "schema": SCHEMA,
@@ -349,6 +360,7 @@ def oom_exit(
     """Report a configuration that did not fit as a result (status oom), then exit."""
     rec = {
         **header(bench, "oom", framework, version, mpi, [socket.gethostname()], size),
+        "transport": "unknown",  # the rank that ran out of memory, maybe not rank 0
         "startup_s": 0.0,
         **train_settings(a),
         "threads_per_rank": threads,

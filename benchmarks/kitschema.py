@@ -93,7 +93,11 @@ TRAIN = {  # an "oom" record has images_per_sec null and "error"
     "batch_size": (int, "images per rank per step"),
     "data": (str, "synthetic, or real (decoded from JPEG files by the framework's pipeline)"),
     "task": (str, "throughput (fixed batch), or accuracy (a learnable problem)"),
-    "dist": (str, "how gradients are combined: none, ddp, horovod, gloo or parameter_server"),
+    "dist": (
+        str,
+        "how gradients are combined: none, ddp, horovod, gloo, parameter_server "
+        "or multi_worker_mirrored",
+    ),
     "precision": (str, "fp32 or bf16"),
     "data_format": (str, "nchw or nhwc"),
     "threads_per_rank": (int, "intra-op threads"),

@@ -6,8 +6,9 @@ last release: every rank is a worker with one replica; gradients are all-reduced
 by TensorFlow's own collectives (ring over gRPC on CPUs, NCCL on GPUs). The
 launcher only starts and numbers the ranks: each rank's host and a free port are
 gathered over MPI (mpi4py) into TF_CONFIG, so the same command runs on one host or
-across nodes. Each step is one tf.function around strategy.run. Same models, data
-modes and record (kit.bench/2) as tf-cnn, Keras 3 included; rank 0 prints it.
+across nodes. With GPUs, each rank takes one (by its rank on the node). Each step is
+one tf.function around strategy.run. Same models, data modes and record (kit.bench/2)
+as tf-cnn, Keras 3 included; rank 0 prints it.
 Depends on tensorflow and mpi4py.
 """
 
@@ -42,10 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def tf_config(comm, rank: int) -> str:
     """TF_CONFIG for this rank: every rank's host and a port free there, in rank order."""
-    with socket.socket() as s:
+    with socket.socket() as s:  # held until all have theirs: no two ranks get one port
         s.bind(("", 0))
-        mine = (socket.gethostname(), s.getsockname()[1])
-    everyone = comm.allgather(mine)
+        everyone = comm.allgather((socket.gethostname(), s.getsockname()[1]))
     one_host = len({host for host, _ in everyone}) == 1
     workers = [f"{'localhost' if one_host else h}:{port}" for h, port in everyone]
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}})
@@ -72,7 +72,8 @@ def compiled_step(tf, strategy, model, global_batch: int):
     @tf.function
     def step(x, y):
         loss, accuracy = strategy.run(replica, args=(x, y))
-        return strategy.experimental_local_results(loss)[0], accuracy
+        local = strategy.experimental_local_results
+        return local(loss)[0], local(accuracy)[0]
 
     return step
 
@@ -93,10 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(2)
     if a.precision == "bf16":
         tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    ring = tf.distribute.experimental.CommunicationImplementation.RING
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=ring)
+    kinds = tf.distribute.experimental.CommunicationImplementation
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:  # one replica a rank: this rank's GPU only
+        tf.config.set_visible_devices(gpus[kitbench.local_rank() % len(gpus)], "GPU")
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=kinds.NCCL if gpus else kinds.RING
     )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     tf.keras.utils.set_random_seed(1234)  # the same initial weights on every worker
     side = MODELS[a.model]
     with strategy.scope():
@@ -131,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 losses,
                 accuracy=accuracies,
                 weights_in_sync=kitbench.weights_in_sync(sums),
+                device="gpu" if gpus else "cpu",
             )
         )
     kitbench.finalize()

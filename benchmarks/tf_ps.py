@@ -61,11 +61,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def cluster_spec(comm, ps: int) -> dict[str, list[str]]:
     """Workers: every rank; parameter servers: the first `ps` ranks, on ports of their own."""
-    with socket.socket() as one, socket.socket() as two:
+    with socket.socket() as one, socket.socket() as two:  # held until all have theirs
         one.bind(("", 0))
         two.bind(("", 0))
-        mine = (socket.gethostname(), one.getsockname()[1], two.getsockname()[1])
-    everyone = comm.allgather(mine)
+        everyone = comm.allgather(
+            (socket.gethostname(), one.getsockname()[1], two.getsockname()[1])
+        )
     one_host = len({host for host, _, _ in everyone}) == 1
     name = (lambda host: "localhost") if one_host else (lambda host: host)
     return {

@@ -295,6 +295,16 @@ def batches(a: argparse.Namespace, d: Dist, side: int):
         yield x, y
 
 
+def device_for(torch):
+    """This rank's GPU where CUDA sees one (one a rank, by its rank on the node: a cuda
+    image trains on the GPU it was built for), else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    index = kitbench.local_rank() % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
 def writer_for(logdir: str | None):
     if not logdir:
         return None
@@ -317,18 +327,21 @@ def main(argv: list[str] | None = None) -> int:
     threads = kitbench.threads_per_rank(a.threads, d.size)
     torch.set_num_threads(threads)
     torch.manual_seed(1234)  # the same initial weights on every rank
+    dev = device_for(torch)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
     if d.size > 1 and d.torchrun:
-        dist.init_process_group("gloo", init_method="env://")  # torchrun's rendezvous
+        dist.init_process_group(backend, init_method="env://")  # torchrun's rendezvous
     elif d.size > 1 and a.dist == "ddp":
         addr, port = rendezvous(d.rank)
         dist.init_process_group(
-            "gloo", init_method=f"tcp://{addr}:{port}", rank=d.rank, world_size=d.size
+            backend, init_method=f"tcp://{addr}:{port}", rank=d.rank, world_size=d.size
         )
     fmt = torch.channels_last if a.data_format == "nhwc" else torch.contiguous_format
-    model = build_model(a.model).to(memory_format=fmt)
+    model = build_model(a.model).to(dev, memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     if d.size > 1 and a.dist == "ddp":
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        ids = [dev.index] if dev.type == "cuda" else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     elif a.dist == "horovod":
         opt = d.hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
         d.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -340,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         model = torch.compile(model)
     loss_fn = torch.nn.CrossEntropyLoss()
     precision = (
-        torch.autocast("cpu", dtype=torch.bfloat16)
+        torch.autocast(dev.type, dtype=torch.bfloat16)
         if a.precision == "bf16"
         else contextlib.nullcontext()
     )
@@ -352,13 +365,15 @@ def main(argv: list[str] | None = None) -> int:
         for i in kitbench.step_indices(a, durations, d.agree if d.size > 1 else None):
             t0 = time.perf_counter()
             x, y = next(data)
-            x = x.contiguous(memory_format=fmt)
+            x, y = x.to(dev).contiguous(memory_format=fmt), y.to(dev)
             opt.zero_grad()
             with precision:
                 out = model(x)
                 loss = loss_fn(out.float(), y)
             loss.backward()
             opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()  # the step's kernels done, not only queued
             dt = time.perf_counter() - t0
             durations.append(dt)
             if first_step_end is None:
@@ -400,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 compile=a.compile,
                 compile_s=durations[0] if a.compile else None,
                 compile_isa=vector_isa() if a.compile else None,
+                device="gpu" if dev.type == "cuda" else "cpu",
             )
         )
     d.finish()

@@ -51,7 +51,12 @@ def kit(*args, env=None):
                 "--dry-run",
             ],
             "kit: error: runtime 'docker' starts every rank in one container on this host; --hosts "
-            "runs hybrid runtimes, whose ranks the launcher starts on each host: native,",
+            "runs hybrid runtimes, whose ranks the launcher starts on each host: charliecloud, "
+            "native, singularity, singularity-bind",
+        ),
+        (
+            ["run", "pytorch2-mpich", "--hosts", "n1,n2", "--runtime", "shifter", "--dry-run"],
+            "runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts runs",
         ),
         (
             ["run", "pytorch2-mpich", "--hosts", "n1", "--launcher", "slurm", "--dry-run"],

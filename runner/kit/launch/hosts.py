@@ -9,6 +9,7 @@ environment, compared by the file that names its digest).
 
 import ipaddress
 import re
+import shlex
 import socket
 import subprocess
 from pathlib import Path
@@ -78,14 +79,19 @@ def reach(host: str) -> None:
 
 def holds(host: str, path: Path) -> bool:
     """Whether host has path with the same bytes as here (a small file naming a digest)."""
-    p = subprocess.run([*SSH, host, "cat", str(path)], capture_output=True, timeout=60)
+    try:
+        p = subprocess.run(
+            [*SSH, host, "cat", shlex.quote(str(path))], capture_output=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        raise KitError(f"host '{host}' did not answer ssh in 60 s; check that it is up") from None
     return p.returncode == 0 and p.stdout == path.read_bytes()
 
 
 def interface(host: str) -> str:
     """The local network interface that routes to host ("" for this host itself): MPI's
     launcher must offer the nodes an address they can reach on it, which the host name
-    of a multi-homed login node need not resolve to."""
+    of a multi-homed login node need not resolve to (Hydra's -iface: a local name)."""
     try:
         addr = socket.gethostbyname(host)
     except OSError:
@@ -100,17 +106,40 @@ def interface(host: str) -> str:
     return "" if found is None or found.group(1) == "lo" else found.group(1)
 
 
+def subnet(iface: str) -> str:
+    """The IPv4 network of a local interface, e.g. 10.77.0.0/24 ("" when it has none):
+    Open MPI applies its interface options on every node, where the same network may
+    have another interface name."""
+    if not iface:
+        return ""
+    try:
+        p = subprocess.run(
+            ["ip", "-o", "-4", "addr", "show", "dev", iface], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        return ""
+    found = re.search(r"\binet (\S+)", p.stdout)
+    return str(ipaddress.ip_interface(found.group(1)).network) if found else ""
+
+
 def launcher_argv(
-    flavour: str, mpirun: str, hosts: tuple[str, ...], ranks: int, iface: str, env: list[str]
+    flavour: str,
+    mpirun: str,
+    hosts: tuple[str, ...],
+    ranks: int,
+    route: tuple[str, str],
+    env: list[str],
 ) -> list[str]:
-    """The flavour's launcher over ssh: one rank per host in turn; the control connection
-    on iface; env: the variables the ranks must get (Hydra passes them all anyway)."""
+    """The flavour's launcher over ssh: one rank per host in turn; the connections on the
+    route to the hosts (interface here, its network: see interface and subnet); env: the
+    variables the ranks must get (Hydra passes them all anyway)."""
+    iface, net = route
     if flavour == "mpich":
         on = ["-iface", iface] if iface else []
         return [mpirun, "-launcher", "ssh", "-hosts", ",".join(hosts), *on, "-np", str(ranks)]
     on = []
-    if iface:
-        on = ["--mca", "oob_tcp_if_include", iface, "--mca", "btl_tcp_if_include", iface]
+    if net:
+        on = ["--mca", "oob_tcp_if_include", net, "--mca", "btl_tcp_if_include", net]
     exported = [x for k in env for x in ("-x", k)]
     spread = ["--map-by", "node", "--oversubscribe"]  # more ranks than hosts: round again
     return [mpirun, "-H", ",".join(hosts), *spread, *on, *exported, "-np", str(ranks)]

@@ -152,8 +152,9 @@ class Hosts(Local):
     ) -> Launched:
         exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
         iface = hosts.interface(self.hosts[0])
+        route = (iface, hosts.subnet(iface))
         launch = hosts.launcher_argv(
-            self.flavour, job.mpirun, self.hosts, job.ranks, iface, exported
+            self.flavour, job.mpirun, self.hosts, job.ranks, route, exported
         )
         argv = [*launch, *rt.exec_argv(prep, job)]
         cleanup = lambda: rt.cleanup(job)  # noqa: E731

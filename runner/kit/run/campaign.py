@@ -58,10 +58,11 @@ def launcher_for(opts: "Options", recipe: Recipe, out_dir: Path) -> launchers.La
 
 def gpu_driver(variant: str, launcher: launchers.Launcher) -> str | None:
     """The driver a cuda variant's trials run with (None: a CPU variant): this host's,
-    which must show a GPU; under Slurm, the GPU nodes' ("": not known from here)."""
+    which must show a GPU; under Slurm or on a host list, the GPU nodes' ("": not known
+    from here, where a login node need have no GPU)."""
     if variant != "cuda":
         return None
-    if isinstance(launcher, launchers.Slurm):
+    if isinstance(launcher, launchers.Slurm | launchers.Hosts):
         return ""
     return gpu.require(variant)[0].driver
 

@@ -246,11 +246,16 @@ def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
         return ()
     if q.launcher != "local":
         raise KitError(f"--hosts starts ranks over ssh itself; leave out --launcher {q.launcher}")
-    if inside := [rt.arm for rt in chosen if rt.ranks_inside]:
+    if other := [rt for rt in chosen if not rt.host_list]:
+        why = (
+            "starts every rank in one container on this host"
+            if other[0].ranks_inside
+            else "is not run by kit on hosts it reaches over ssh"
+        )
+        able = ", ".join(name for name, cls in runtimes.RUNTIMES.items() if cls.host_list)
         raise KitError(
-            f"runtime '{inside[0]}' starts every rank in one container on this host; --hosts "
-            "runs hybrid runtimes, whose ranks the launcher starts on each host: native, "
-            "singularity, singularity-bind, charliecloud"
+            f"runtime '{other[0].arm}' {why}; --hosts runs hybrid runtimes, whose ranks the "
+            f"launcher starts on each host: {able}"
         )
     return names
 

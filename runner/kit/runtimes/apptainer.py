@@ -29,6 +29,7 @@ class Apptainer(Runtime):
     aliases = ("apptainer",)
     summary = "Apptainer (Singularity) on the SIF converted from the image"
     runs = "singularity"
+    host_list = True
     needs = ("engine", "squashfs", "fuse")
     tool = "apptainer"
     fix = convert.APPTAINER_FIX

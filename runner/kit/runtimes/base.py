@@ -121,6 +121,7 @@ class Runtime:
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
     in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
+    host_list = False  # runs under --hosts: ranks started on each host from files kit checks
     site_options: dict[str, SiteOption] = {}  # noqa: RUF012  (read-only) its --slurm-config keys
     client_env: tuple[str, ...] = ()  # host settings its client reads (which engine, where)
     service = ""  # a service its trials need beside the tool ("the Docker engine")

@@ -23,6 +23,7 @@ class Charliecloud(Runtime):
     product = "Charliecloud"
     summary = "ch-run on the squashfs Shifter's image gateway would make"
     runs = "squashfs"
+    host_list = True
     needs = ("engine", "squashfs", "fuse")
     tool = "ch-run"
     fix = "install charliecloud (Debian package), and make /dev/fuse usable"
@@ -64,8 +65,8 @@ class Charliecloud(Runtime):
         if not driver:
             raise KitError(
                 "charliecloud takes the GPU node's driver libraries into the image on that "
-                "node (ch-fromhost --nvidia), which kit cannot do from here; under Slurm run "
-                "a cuda variant with singularity (--nv)"
+                "node (ch-fromhost --nvidia), which kit cannot do from here; under Slurm or "
+                "--hosts run a cuda variant with singularity (--nv)"
             )
         ref = with_host_driver(Path(prep.ref), driver)
         return dataclasses.replace(prep, ref=str(ref))

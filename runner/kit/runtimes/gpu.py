@@ -6,6 +6,7 @@ both. Only these decisions live here; nothing is tried on a host without a GPU, 
 a cuda campaign stops before its first trial with one line.
 """
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -68,20 +69,29 @@ def require(variant: str) -> list[Device]:
 
 
 def cdi_specs() -> list[Path]:
-    """CDI spec files that name NVIDIA's GPUs (Podman's and Docker's --device source)."""
-    return [
-        f
-        for d in CDI_DIRS
-        if d.is_dir()
-        for f in sorted(d.iterdir())
-        if f.suffix in (".yaml", ".yml", ".json") and CDI_GPUS in f.read_text(errors="replace")
-    ]
+    """CDI spec files that name NVIDIA's GPUs (Podman's and Docker's --device source);
+    one this user cannot read counts as absent."""
+    found = []
+    for d in CDI_DIRS:
+        with contextlib.suppress(OSError):
+            for f in sorted(d.iterdir()) if d.is_dir() else []:
+                text = f.read_text(errors="replace") if f.suffix in SPEC_SUFFIXES else ""
+                if CDI_GPUS in text:
+                    found.append(f)
+    return found
+
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+LDCONFIG = ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig")  # /sbin: not on a user's PATH
 
 
 def has_library(soname: str) -> bool:
     """Whether the dynamic linker's cache knows soname (the driver's libcuda.so.1)."""
+    tool = next((t for t in LDCONFIG if shutil.which(t)), None)
+    if tool is None:
+        return False
     try:
-        p = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([tool, "-p"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return any(line.strip().startswith(soname + " ") for line in p.stdout.splitlines())

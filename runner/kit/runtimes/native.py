@@ -17,6 +17,7 @@ class Native(Runtime):
     name = "native"
     summary = "the host's python and MPI, with the image's pinned packages in a venv"
     runs = "host"
+    host_list = True
     needs = ("mpich",)
     tool = "python3"
     fix = "install python3"

@@ -32,13 +32,15 @@ def test_a_host_list_from_the_command_line_or_a_file(tmp_path):
 
 def test_each_flavour_starts_one_rank_a_host_over_ssh():
     two = ("kitn1", "kitn2")
-    assert hosts.launcher_argv("mpich", "mpirun.mpich", two, 2, "kitbr0", ["KIT_TRIAL"]) == [
+    route = ("kitbr0", "10.77.0.0/24")
+    assert hosts.launcher_argv("mpich", "mpirun.mpich", two, 2, route, ["KIT_TRIAL"]) == [
         "mpirun.mpich", "-launcher", "ssh", "-hosts", "kitn1,kitn2", "-iface", "kitbr0",
         "-np", "2",
     ]  # fmt: skip
-    assert hosts.launcher_argv("openmpi", "mpirun.openmpi", two, 4, "eth1", ["KIT_TRIAL", "U"]) == [
+    assert hosts.launcher_argv("openmpi", "mpirun.openmpi", two, 4, route, ["KIT_TRIAL", "U"]) == [
         "mpirun.openmpi", "-H", "kitn1,kitn2", "--map-by", "node", "--oversubscribe",
-        "--mca", "oob_tcp_if_include", "eth1", "--mca", "btl_tcp_if_include", "eth1",
+        "--mca", "oob_tcp_if_include", "10.77.0.0/24",
+        "--mca", "btl_tcp_if_include", "10.77.0.0/24",
         "-x", "KIT_TRIAL", "-x", "U", "-np", "4",
     ]  # fmt: skip
 
@@ -49,6 +51,7 @@ def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch
 
     monkeypatch.setattr(process, "run", start)
     monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
+    monkeypatch.setattr(hosts, "subnet", lambda iface: "10.77.0.0/24")
     rt = runtimes.get("singularity")
     prep = Prepared("/c/image.sif", "sha256:1", "/opt/kit/venv/bin/python", "/b")
     job = Job(["/opt/kit/venv/bin/python", "/b/mpi_bench.py"], 2, "mpirun.mpich", "kit-t1")

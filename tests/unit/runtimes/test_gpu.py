@@ -98,7 +98,7 @@ def test_charliecloud_runs_a_copy_with_the_hosts_driver_in_it(tmp_path, monkeypa
     assert rt.command(made, job(1)) == ["ch-run", str(image_dir), "--", *PROG]
     rt.with_gpus(Prepared(str(sqfs), "sha256:0", PROG[0], "/b"), "550.54.15")
     assert len(ran) == 2
-    with pytest.raises(KitError, match="under Slurm run a cuda variant with singularity"):
+    with pytest.raises(KitError, match="under Slurm or --hosts run a cuda variant with"):
         rt.with_gpus(prep, "")  # a Slurm node's driver is not known from here
 
 
