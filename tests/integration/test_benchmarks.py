@@ -134,7 +134,7 @@ def test_pytorch_and_mpi_in_every_runtime_with_real_data(built, site_data, tmp_p
     )
     assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
     for rt in RUNTIMES.split(","):
-        assert f"| pytorch-mpich | 2 | local | {rt} | 1 | 4 |" in text
+        assert f"| pytorch-mpich | 2 | local | one host | {rt} | 1 | 4 |" in text
     kit("report", str(out), "--format", "html")
     page = (out / "report.html").read_text()
     assert 'id="allgather-allgather-bandwidth_mb_s-pytorch-mpich-np2"' in page
@@ -159,7 +159,10 @@ def test_horovod_entry_points_native_and_in_the_image(horovod, tmp_path):
     }
     text = kit("report", str(tmp_path / "run")).stdout
     assert "## gRPC: Echo from rank 0 to rank 1" in text
-    assert "| horovod-mpich | 2 | local | docker | 1 | skew | serialized | 2097152 |" in text
+    assert (
+        "| horovod-mpich | 2 | local | one host | docker | 1 | skew | serialized | 2097152 |"
+        in text
+    )
 
 
 def test_parameter_server_and_grpc_in_apptainer_and_charliecloud(horovod, tmp_path):

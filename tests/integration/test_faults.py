@@ -116,7 +116,8 @@ def test_a_rank_killed_mid_trial_is_filed_with_its_signal_and_the_campaign_goes_
     assert campaign.returncode == 0, err.decode()[-3000:]
     recs = records(out)
     failed = [r for r in recs if r["status"] != "ok"]
-    assert len(recs) == 3 and len(failed) == 1, [(r["status"], r["cause"]) for r in recs]
+    said = [(r["status"], r["cause"], r["output_tail"][-1500:]) for r in recs]
+    assert len(recs) == 3 and len(failed) == 1, said
     assert failed[0]["status"] == "failed" and "SIGKILL" in failed[0]["cause"], failed[0]
     assert rank_one(f"kit-{failed[0]['campaign']}-") is None
     text = kit("report", str(out)).stdout

@@ -56,7 +56,8 @@ def test_every_runtime_two_ranks_and_the_sweep_reaches_4_mib(openmpi, tmp_path):
     assert leftovers() == []
     table = kit("report", str(tmp_path / "local")).stdout
     rows = [x for x in table.splitlines() if x.startswith("| pytorch-openmpi | 2 | local |")]
-    at_4mib = {x.split(" | ")[3] for x in rows if x.split(" | ")[5] == str(MIB4)}
+    cells = [x.split(" | ") for x in rows]  # image, ranks, launcher, transport, runtime, n, bytes
+    at_4mib = {c[4] for c in cells if c[3] == "one host" and c[6] == str(MIB4)}
     assert at_4mib == set(RUNTIMES.split(","))  # bandwidth at 4 MiB for each runtime
 
 
