@@ -534,7 +534,8 @@ def _run(sub: argparse._SubParsersAction) -> None:
         metavar="H1,H2",
         help="start the ranks over ssh on these hosts, one rank a host in turn, with the "
         "image flavour's own launcher (MPICH's Hydra -hosts, Open MPI's -H), no scheduler; "
-        "hybrid runtimes only (native, singularity, charliecloud). Checked before the first "
+        "hybrid runtimes only (native, singularity, singularity-bind, charliecloud). Checked "
+        "before the first "
         "trial: each host answers ssh without a prompt and holds the same image conversion "
         "or native environment (its digest file compared)",
     )
