@@ -70,19 +70,21 @@ def launcher_rank() -> tuple[int, int]:
 LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK")
 
 
-def local_rank() -> int:
-    """This rank's number among its node's ranks (which GPU it takes), 0 when unknown."""
-    for var in LOCAL_RANK_VARS:
+def _first_number(names: tuple[str, ...], default: int) -> int:
+    """The first of the launchers' variables that is set to a number, else default."""
+    for var in names:
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
-    return 0
+    return default
+
+
+def local_rank() -> int:
+    """This rank's number among its node's ranks (which GPU it takes), 0 when unknown."""
+    return _first_number(LOCAL_RANK_VARS, 0)
 
 
 def local_size(size: int) -> int:
-    for var in LOCAL_SIZE_VARS:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return size
+    return _first_number(LOCAL_SIZE_VARS, size)
 
 
 def threads_per_rank(requested: int, size: int) -> int:

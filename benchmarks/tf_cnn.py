@@ -29,18 +29,26 @@ APPLICATIONS = {
 }
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(
+    argv: list[str] | None, description: str = __doc__.splitlines()[0], dist: str = "horovod"
+) -> argparse.Namespace:
+    """The options of a TensorFlow 2 training benchmark (tf-cnn's, and tf-mwms's)."""
+    p = argparse.ArgumentParser(description=description)
     kitbench.common_args(p, MODELS)
     a = p.parse_args(argv)
     kitbench.check_args(p, a, MODELS)
+    channels_last(p, a)
+    a.dist = dist
+    return a
+
+
+def channels_last(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """NHWC, the default here, as TensorFlow's CPU convolutions take no other layout."""
     a.data_format = a.data_format or "nhwc"
     if a.data_format == "nchw":
         kitbench.unsupported(
             p, "--data-format nchw", "TensorFlow's CPU convolutions take NHWC only; use nhwc"
         )
-    a.dist = "horovod"
-    return a
 
 
 def build_model(tf, name: str, side: int):

@@ -28,17 +28,7 @@ MODELS = kitbench.MODELS  # all of them, with their input sizes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    kitbench.common_args(p, MODELS)
-    a = p.parse_args(argv)
-    kitbench.check_args(p, a, MODELS)
-    a.data_format = a.data_format or "nhwc"
-    if a.data_format == "nchw":
-        kitbench.unsupported(
-            p, "--data-format nchw", "TensorFlow's CPU convolutions take NHWC only; use nhwc"
-        )
-    a.dist = "multi_worker_mirrored"
-    return a
+    return tf_cnn.parse_args(argv, __doc__.splitlines()[0], "multi_worker_mirrored")
 
 
 def tf_config(comm, rank: int) -> str:

@@ -46,11 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     a = p.parse_args(argv)
     kitbench.check_args(p, a, MODELS)
-    a.data_format = a.data_format or "nhwc"
-    if a.data_format == "nchw":
-        kitbench.unsupported(
-            p, "--data-format nchw", "TensorFlow's CPU convolutions take NHWC only; use nhwc"
-        )
+    tf_cnn.channels_last(p, a)
     if a.precision == "bf16":
         kitbench.unsupported(p, "--precision bf16", "this graph is fp32; tf-cnn runs bf16")
     if a.ps < 1:

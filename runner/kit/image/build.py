@@ -106,7 +106,7 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
         f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
         f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
     )
-    print(f"manifest {artifacts(recipe, variant).dir / 'manifest.json'}")
+    print(f"manifest {artifacts(recipe, variant).manifest}")
     return recipe.tag(variant)
 
 
@@ -155,7 +155,7 @@ def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str])
         "pip": pip,
     }
     art.dir.mkdir(parents=True, exist_ok=True)
-    path = art.dir / "manifest.json"
+    path = art.manifest
     try:  # a rebuild of the same digest keeps what its conversions recorded
         earlier = json.loads(path.read_text()).get("conversion")
     except (OSError, ValueError, AttributeError):

@@ -33,10 +33,17 @@ FORMATS = {
 }
 
 
+MANIFEST = "manifest.json"  # beside an image's conversions: its digest, contents, timings
+
+
 @dataclass(frozen=True)
 class Artifacts:
     digest: str
     dir: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.dir / MANIFEST
 
     @property
     def tar(self) -> Path:
@@ -67,7 +74,7 @@ def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
     if engine.answers():
         return None
     found = []
-    for manifest in (cache_dir() / "images" / recipe.name).glob("*/manifest.json"):
+    for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
         try:
             m = json.loads(manifest.read_text())
         except (OSError, ValueError):
@@ -173,7 +180,7 @@ def _needed(fmt: str, wanted: list[str]) -> bool:
 
 def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
     """Conversion times and settings, in the manifest beside the products."""
-    path = art.dir / "manifest.json"
+    path = art.manifest
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):

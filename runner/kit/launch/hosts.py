@@ -49,24 +49,31 @@ def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def reach(host: str) -> None:
-    """Raise a KitError naming the fix unless `ssh host` works without a prompt."""
+def _ssh(host: str, *command: str) -> subprocess.CompletedProcess:
+    """command on host over ssh, without a prompt; a KitError when ssh cannot be run or the
+    host does not answer."""
     try:
-        p = subprocess.run([*SSH, host, "true"], capture_output=True, text=True, timeout=60)
+        return subprocess.run([*SSH, host, *command], capture_output=True, timeout=60)
     except FileNotFoundError:
         raise KitError("--hosts starts ranks over ssh: install openssh-client") from None
     except subprocess.TimeoutExpired:
         raise KitError(f"host '{host}' did not answer ssh in 60 s; check that it is up") from None
+
+
+def reach(host: str) -> None:
+    """Raise a KitError naming the fix unless `ssh host` works without a prompt."""
+    p = _ssh(host, "true")
     if p.returncode == 0:
         return
-    said = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    stderr = p.stderr.decode(errors="replace")
+    said = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     last = said[-1] if said else f"ssh exited {p.returncode}"
-    if "Host key verification failed" in p.stderr:
+    if "Host key verification failed" in stderr:
         raise KitError(
             f"host '{host}': ssh does not accept its host key ({last}); check the key it "
             f"offers, then add it to ~/.ssh/known_hosts (ssh-keyscan {host})"
         )
-    if "Permission denied" in p.stderr:
+    if "Permission denied" in stderr:
         raise KitError(
             f"host '{host}' refused this user's ssh key ({last}); kit needs ssh without a "
             "password: add your public key to ~/.ssh/authorized_keys there"
@@ -79,12 +86,7 @@ def reach(host: str) -> None:
 
 def holds(host: str, path: Path) -> bool:
     """Whether host has path with the same bytes as here (a small file naming a digest)."""
-    try:
-        p = subprocess.run(
-            [*SSH, host, "cat", shlex.quote(str(path))], capture_output=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        raise KitError(f"host '{host}' did not answer ssh in 60 s; check that it is up") from None
+    p = _ssh(host, "cat", shlex.quote(str(path)))
     return p.returncode == 0 and p.stdout == path.read_bytes()
 
 

@@ -8,6 +8,7 @@ resume and status handling are tested with a launcher that starts nothing.
 """
 
 import dataclasses
+import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class Launcher:
     """Starts one trial and waits for it; subclasses say how."""
 
     name = ""
+    elsewhere = False  # its trials run on other machines: this host's GPUs say nothing of theirs
 
     def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
         """Raise a KitError naming the fix when the campaign's trials cannot start here."""
@@ -79,10 +81,14 @@ class Local(Launcher):
                 f"{recipe.mpi.spec.packages[0]} or pass --mpirun PATH"
             )
 
+    def argv(self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str]) -> list[str]:
+        """The command that starts the trial: the runtime's, behind mpirun for several ranks."""
+        return rt.command(prep, job)
+
     def run(
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
     ) -> Launched:
-        argv = rt.command(prep, job)
+        argv = self.argv(rt, prep, job, env)
         cleanup = lambda: rt.cleanup(job)  # noqa: E731
         outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)
@@ -120,6 +126,7 @@ class Hosts(Local):
     in the runtime there (the hybrid model: native, Apptainer, Charliecloud)."""
 
     name = "hosts"
+    elsewhere = True
 
     def __init__(self, names: tuple[str, ...], flavour: str) -> None:
         self.hosts, self.flavour = names, flavour
@@ -147,25 +154,25 @@ class Hosts(Local):
     def owns_ranks(self, rt: Runtime) -> bool:
         return False  # they run under each host's sshd
 
-    def run(
-        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
-    ) -> Launched:
-        exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
+    @functools.cached_property
+    def route(self) -> tuple[str, str]:
+        """The interface here that routes to the hosts, and its network (found once)."""
         iface = hosts.interface(self.hosts[0])
-        route = (iface, hosts.subnet(iface))
+        return iface, hosts.subnet(iface)
+
+    def argv(self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str]) -> list[str]:
+        exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
         launch = hosts.launcher_argv(
-            self.flavour, job.mpirun, self.hosts, job.ranks, route, exported
+            self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported
         )
-        argv = [*launch, *rt.exec_argv(prep, job)]
-        cleanup = lambda: rt.cleanup(job)  # noqa: E731
-        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
-        return Launched(argv, outcome)
+        return [*launch, *rt.exec_argv(prep, job)]
 
 
 class Slurm(Launcher):
     """One batch job a trial: its script written to folder, submitted, waited for."""
 
     name = "slurm"
+    elsewhere = True
 
     def __init__(self, site: slurm.Site, flavour: str, folder: Path) -> None:
         self.site, self.flavour, self.folder = site, flavour, folder

@@ -20,10 +20,13 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from kit.core import benches
 from kit.core.errors import KitError
 from kit.results import record, stats, store
+
+T = TypeVar("T")
 
 REFERENCE = "native"
 ALL_PAIRS = "all"
@@ -199,7 +202,8 @@ def _provenance(r: dict) -> str:
     return ", ".join(x for x in parts if x) or "no recipe recorded"
 
 
-def _mode(values: list[str]) -> str:
+def _mode(values: list[T]) -> T:
+    """The most common value (the first seen among equals)."""
     return Counter(values).most_common(1)[0][0]
 
 
@@ -480,9 +484,9 @@ def summarise(
         for rt, rs in sorted(by_rt.items()):
             if rt in one:
                 ideal = [x * key.ranks for x in rates(one[rt])]
-                nodes = Counter(len(r["result"].get("hosts") or [0]) for r in rs)
+                nodes = _mode([len(r["result"].get("hosts") or [0]) for r in rs])
                 efficiency = stats.ratio_ci(rates(rs), ideal, confidence)
-                scaling.append(Scaling(key, rt, efficiency, nodes.most_common(1)[0][0]))
+                scaling.append(Scaling(key, rt, efficiency, nodes))
     scaling.sort(key=lambda s: (*s.key.order(), s.runtime))
 
     io = []

@@ -62,7 +62,7 @@ def gpu_driver(variant: str, launcher: launchers.Launcher) -> str | None:
     from here, where a login node need have no GPU)."""
     if variant != "cuda":
         return None
-    if isinstance(launcher, launchers.Slurm | launchers.Hosts):
+    if launcher.elsewhere:
         return ""
     return gpu.require(variant)[0].driver
 

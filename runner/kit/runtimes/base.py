@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kit.core import schema
 from kit.core.errors import KitError
+from kit.image import convert
 from kit.image.blocks import BENCH_DIR as IMAGE_BENCH
 from kit.image.blocks import PYTHON as IMAGE_PYTHON
 from kit.image.recipes import Recipe
@@ -155,7 +156,7 @@ class Runtime:
     def on_disk(self, prep: Prepared) -> Path | None:
         """The small file that names what it runs (the conversion's manifest, with the
         image's digest), compared node by node under --hosts; None: nothing on disk."""
-        manifest = Path(prep.ref).parent / "manifest.json"
+        manifest = Path(prep.ref).with_name(convert.MANIFEST)
         return manifest if manifest.is_file() else None
 
     def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
