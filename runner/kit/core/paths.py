@@ -39,6 +39,21 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def made_whole(path: Path) -> Iterator[Path]:
+    """A file made by a tool in one go (a SIF, a squashfs, a docker save archive): the
+    tool writes `<path>.part`, renamed to `path` when the block ends normally and removed
+    when it fails or is interrupted, so a full disk or a Ctrl-C leaves neither a file that
+    looks finished nor gigabytes of a half-made one."""
+    part = path.with_name(path.name + ".part")
+    part.unlink(missing_ok=True)
+    try:
+        yield part
+        part.rename(path)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `path` whole or not at all: into a temporary file beside it, flushed to disk,
     then renamed over it. A reader (or a run killed mid-write) never sees half a file,

@@ -4,6 +4,7 @@ Everything is filed under the image's content digest, so converting an
 unchanged image again does no work and a rebuilt image never reuses a stale SIF.
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, write_atomically
+from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
 from kit.core.proc import capture, stream, which
 from kit.image import engine, rootfs
 from kit.image.recipes import Recipe
@@ -61,6 +62,11 @@ class Artifacts:
     def meta(self) -> Path:
         return self.dir / "image.meta.json"
 
+    @property
+    def products(self) -> dict[str, Path]:
+        """Each format's file (FORMATS' values) in this folder."""
+        return {"docker-archive": self.tar, "squashfs": self.squashfs, "singularity": self.sif}
+
 
 def artifacts(recipe: Recipe, variant: str) -> Artifacts:
     digest = engine.image_id(recipe.tag(variant))
@@ -74,17 +80,9 @@ def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
     if engine.answers():
         return None
     found = []
-    for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
-        try:
-            m = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(m, dict) or not isinstance(m.get("digest"), str):
-            continue
-        art = Artifacts(m["digest"], manifest.parent)
-        made = {"singularity": art.sif, "squashfs": art.squashfs}[FORMATS[fmt]]
-        same = (m.get("recipe_version"), m.get("variant")) == (recipe.version, variant)
-        if same and made.is_file():
+    for art in _builds(recipe, variant):
+        made = art.products[FORMATS[fmt]]
+        if made.is_file():
             found.append((made.stat().st_mtime, art, made))
     if not found:
         return None
@@ -150,16 +148,12 @@ def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
     wanted = list(dict.fromkeys(FORMATS[f] for f in formats))
     if "shifter" in wanted:
         wanted.append("docker-archive")  # what CSCS-style `shifter load` takes
-    steps = {
-        "docker-archive": (art.tar, _save),
-        "squashfs": (art.squashfs, _squashfs),
-        "singularity": (art.sif, _sif),
-    }
+    makers = {"docker-archive": _save, "squashfs": _squashfs, "singularity": _sif}
     needs = [f for f in ("squashfs", "singularity", "docker-archive") if _needed(f, wanted)]
     phases = {}
     with exclusive(art.dir / ".lock", f"the conversions of {tag} ({art.digest[:19]})"):
         for fmt in needs:
-            target, make = steps[fmt]
+            target, make = art.products[fmt], makers[fmt]
             if target.exists():
                 print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
                 continue
@@ -169,7 +163,51 @@ def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
             print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
         if phases:
             _record_phases(art, phases)
+    if phases:
+        _drop_superseded(recipe, variant, art, list(phases))
     return art
+
+
+def _builds(recipe: Recipe, variant: str) -> list[Artifacts]:
+    """The cache's folders of every build of this recipe version and variant (by manifest)."""
+    out = []
+    for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
+        try:
+            m = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(m, dict) or not isinstance(m.get("digest"), str):
+            continue
+        if (m.get("recipe_version"), m.get("variant")) == (recipe.version, variant):
+            out.append(Artifacts(m["digest"], manifest.parent))
+    return out
+
+
+def _drop_superseded(recipe: Recipe, variant: str, art: Artifacts, made: list[str]) -> None:
+    """Remove what was just made here from the conversions of earlier builds of the same
+    recipe version and variant (a rebuild leaves them unreachable but for `earlier`, which
+    takes the newest), so each rebuild does not leave gigabytes in the cache. A folder a
+    kit is converting now is left alone; one left with no product goes entirely."""
+    for old in _builds(recipe, variant):
+        if old.dir == art.dir:
+            continue
+        with open(old.dir / ".lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            freed = 0
+            for fmt in made:
+                if (path := old.products[fmt]).is_file():
+                    freed += path.stat().st_size
+                    path.unlink()
+            if not any(p.exists() for p in old.products.values()):
+                shutil.rmtree(old.dir, ignore_errors=True)
+        if freed:
+            print(
+                f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}",
+                file=sys.stderr,
+            )
 
 
 def _needed(fmt: str, wanted: list[str]) -> bool:
@@ -195,22 +233,19 @@ def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
 
 
 def _save(tag: str, art: Artifacts) -> None:
-    tmp = art.tar.with_suffix(".tar.part")
-    stream([engine.docker(), "save", "-o", str(tmp), tag], "docker save")
-    tmp.rename(art.tar)
+    with made_whole(art.tar) as tmp:
+        stream([engine.docker(), "save", "-o", str(tmp), tag], "docker save")
 
 
 def _sif(tag: str, art: Artifacts) -> None:
     """A SIF around the squashfs already made (no second export or compression): one
     primary system partition, as `apptainer build` writes it."""
     apptainer = which("apptainer", APPTAINER_FIX)
-    tmp = art.sif.with_suffix(".sif.part")
-    tmp.unlink(missing_ok=True)
-    capture([apptainer, "sif", "new", str(tmp)], "apptainer sif new")
-    add = [apptainer, "sif", "add", "--datatype", "4", "--parttype", "2", "--partfs", "1"]
-    add += ["--partarch", "2", "--groupid", "1", str(tmp), str(art.squashfs)]
-    capture(add, "apptainer sif add")
-    tmp.rename(art.sif)
+    with made_whole(art.sif) as tmp:
+        capture([apptainer, "sif", "new", str(tmp)], "apptainer sif new")
+        add = [apptainer, "sif", "add", "--datatype", "4", "--parttype", "2", "--partfs", "1"]
+        add += ["--partarch", "2", "--groupid", "1", str(tmp), str(art.squashfs)]
+        capture(add, "apptainer sif add")
 
 
 def _squashfs(tag: str, art: Artifacts) -> None:
@@ -222,37 +257,11 @@ def _squashfs(tag: str, art: Artifacts) -> None:
     spec = compression()
     name, level = parse_compression(spec)
     comp = ["-c", name] + (["-X", f"level={level}"] if level is not None else [])
-    tmp = art.squashfs.with_suffix(".sqfs.part")
-    tmp.unlink(missing_ok=True)
     apptainer = shutil.which("apptainer")  # without it (a Shifter-only site): no SIF files
     with tempfile.TemporaryDirectory(dir=art.dir) as scratch:
         skeleton = rootfs.apptainer_skeleton(apptainer, Path(scratch)) if apptainer else None
-    with engine.created(tag, "export") as container:
-        export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
-        pack = subprocess.Popen(
-            [
-                tar2sqfs,
-                "--quiet",
-                "--force",
-                "--no-xattr",
-                *comp,
-                "-j",
-                str(os.cpu_count() or 1),
-                str(tmp),
-            ],
-            stdin=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            rootfs.flatten(export.stdout, pack.stdin, rootfs.apptainer_files(config, skeleton))
-        except (OSError, tarfile.TarError) as e:
-            raise KitError(f"flattening {tag} failed: {e}") from None
-        finally:
-            pack.stdin.close()
-            export.stdout.close()
-        err = pack.stderr.read().decode(errors="replace")
-        if export.wait() != 0 or pack.wait() != 0:
-            raise KitError(f"flattening {tag} failed: {err.strip()[-300:]}")
+    pack = [tar2sqfs, "--quiet", "--force", "--no-xattr", *comp]
+    pack += ["-j", str(os.cpu_count() or 1)]
     meta = {
         "image": tag,
         "digest": art.digest,
@@ -262,5 +271,23 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         "env": config.get("Env") or [],
         "compression": spec,
     }
-    write_atomically(art.meta, json.dumps(meta, indent=2) + "\n")
-    tmp.rename(art.squashfs)
+    with made_whole(art.squashfs) as tmp:
+        _flatten(tag, [*pack, str(tmp)], rootfs.apptainer_files(config, skeleton))
+        write_atomically(art.meta, json.dumps(meta, indent=2) + "\n")  # before the squashfs
+
+
+def _flatten(tag: str, pack: list[str], extra: rootfs.Extra) -> None:
+    """`docker export` of a container of `tag`, flattened into the squashfs writer `pack`."""
+    with engine.created(tag, "export") as container:
+        export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
+        packer = subprocess.Popen(pack, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            rootfs.flatten(export.stdout, packer.stdin, extra)
+        except (OSError, tarfile.TarError) as e:
+            raise KitError(f"flattening {tag} failed: {e}") from None
+        finally:
+            packer.stdin.close()
+            export.stdout.close()
+        err = packer.stderr.read().decode(errors="replace")
+        if export.wait() != 0 or packer.wait() != 0:
+            raise KitError(f"flattening {tag} failed: {err.strip()[-300:]}")

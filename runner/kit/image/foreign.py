@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kit.core import benches
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, repo_root
+from kit.core.paths import cache_dir, exclusive, made_whole, repo_root
 from kit.core.proc import capture, which
 from kit.image import convert, engine
 from kit.image.blocks import BENCH_DIR
@@ -223,12 +223,10 @@ def squashfs(image: Foreign) -> Path:
                 raise KitError(
                     f"--image '{image.source}': the SIF has no squashfs system partition"
                 )
-            part = target.with_suffix(".sqfs.part")
-            with part.open("wb") as out:
+            with made_whole(target) as part, part.open("wb") as out:
                 p = subprocess.run([apptainer, "sif", "dump", ids[0], image.ref], stdout=out)
-            if p.returncode != 0:
-                raise KitError(f"--image '{image.source}': apptainer sif dump failed")
-            part.rename(target)
+                if p.returncode != 0:
+                    raise KitError(f"--image '{image.source}': apptainer sif dump failed")
     return target
 
 

@@ -13,12 +13,11 @@ import contextlib
 import io
 import json
 import re
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import write_atomically
+from kit.core.paths import made_whole, write_atomically
 from kit.core.proc import stream, which
 from kit.image import convert, engine
 
@@ -145,9 +144,8 @@ def build(imported: Imported, with_: str) -> str:
         return f"docker:{imported.name}"
     apptainer = which("apptainer", convert.APPTAINER_FIX)
     sif = Path(imported.definition).with_suffix(".sif")
-    part = sif.with_suffix(".sif.part")
     comp = convert.mksquashfs_args(convert.compression())
-    stream([apptainer, "build", "--force", "--mksquashfs-args", " ".join(comp), str(part),
-            imported.definition], "apptainer build", cwd=context)  # fmt: skip
-    shutil.move(part, sif)
+    with made_whole(sif) as part:
+        stream([apptainer, "build", "--force", "--mksquashfs-args", " ".join(comp), str(part),
+                imported.definition], "apptainer build", cwd=context)  # fmt: skip
     return str(sif)

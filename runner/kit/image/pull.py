@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, write_atomically
+from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
 from kit.core.proc import stream, which
 from kit.image.convert import APPTAINER_FIX, compression, mksquashfs_args
 from kit.image.recipes import Recipe
@@ -35,20 +35,19 @@ def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
     source = ref if "://" in ref else f"docker://{ref}"
     sif = _path(recipe, variant)
     with exclusive(sif.with_suffix(".lock"), f"the SIF of {recipe.name} {variant}"):
-        tmp = sif.with_suffix(".sif.part")
         squash = " ".join(mksquashfs_args(compression()))
-        stream(
-            [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
-            "apptainer build",
-        )
-        h = hashlib.sha256()
-        with tmp.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-        digest = f"sif-sha256:{h.hexdigest()}"
-        meta = json.dumps({"ref": source, "digest": digest}) + "\n"
-        write_atomically(sif.with_suffix(".json"), meta)
-        tmp.rename(sif)
+        with made_whole(sif) as tmp:
+            stream(
+                [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
+                "apptainer build",
+            )
+            h = hashlib.sha256()
+            with tmp.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            digest = f"sif-sha256:{h.hexdigest()}"
+            meta = json.dumps({"ref": source, "digest": digest}) + "\n"
+            write_atomically(sif.with_suffix(".json"), meta)
     print(f"pulled {source} -> {sif}")
     return Pulled(sif, source, digest)
 

@@ -65,6 +65,9 @@ class Podman(Runtime):
         return dataclasses.replace(prep, options=docker.ENTRY)
 
     def _load(self, ref: str, art: convert.Artifacts) -> str:
+        """Load the archive unless `ref` already names this image. The image `ref` named
+        before (an earlier build of the tag) is removed once nothing else uses it: each
+        rebuild would otherwise leave gigabytes behind in the caller's store."""
         held = subprocess.run(
             [self.tool, "image", "inspect", "--format", "{{.Id}}", ref],
             capture_output=True,
@@ -74,6 +77,12 @@ class Podman(Runtime):
             t0 = time.monotonic()
             capture([self.tool, "load", "--quiet", "--input", str(art.tar)], "podman load")
             print(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+            # without --force: an image still tagged otherwise, or in use, stays
+            if (
+                held
+                and subprocess.run([self.tool, "rmi", held], capture_output=True).returncode == 0
+            ):
+                print(f"podman: removed the earlier {ref} ({held[:12]})", file=sys.stderr)
         return ref
 
     def command(self, prep: Prepared, job: Job) -> list[str]:

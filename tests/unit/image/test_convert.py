@@ -124,3 +124,41 @@ def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monke
     assert convert.earlier(recipe, "cpu", "squashfs") is None  # no squashfs was made
     with pytest.raises(KitError, match="the Docker engine did not answer"):
         runtimes.get("charliecloud").prepare(recipe, "cpu")
+
+
+def test_a_new_conversion_removes_what_earlier_builds_of_the_image_made(
+    tmp_path, monkeypatch, capsys
+):
+    """Rebuilt images (a new digest for the same recipe version and variant) used to keep
+    every earlier build's SIF, squashfs and archive: gigabytes each. What the new
+    conversion made goes from the earlier builds' folders (what it did not make stays
+    for `earlier`); a folder left with no product goes; another recipe version, and a
+    folder another kit is converting (its lock held), stay."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    recipe = recipes.load("pytorch-mpich")
+    folders = tmp_path / "images" / "pytorch-mpich"
+    for key, version, files in (("aa", "1.2.0", ("image.sif", "image.sqfs", "image.tar")),
+                                ("bb", "1.2.0", ("image.sif", "image.sqfs")),
+                                ("cc", "1.1.0", ("image.sif",)),
+                                ("dd", "1.2.0", ("image.sif",)),
+                                ("ee", "1.2.0", ())):  # fmt: skip
+        d = folders / key
+        d.mkdir(parents=True)
+        manifest = {"digest": f"sha256:{key}", "recipe_version": version, "variant": "cpu"}
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        for f in files:
+            (d / f).write_bytes(b"x" * 5_000_000)
+    new = convert.Artifacts("sha256:ee", folders / "ee")
+    with paths.exclusive(folders / "dd" / ".lock", "the conversions"):
+        convert._drop_superseded(recipe, "cpu", new, ["squashfs", "singularity"])
+    left = {d.name: sorted(p.name for p in d.iterdir()) for d in folders.iterdir()}
+    assert left == {
+        "aa": [".lock", "image.tar", "manifest.json"],
+        "cc": ["image.sif", "manifest.json"],
+        "dd": [".lock", "image.sif", "manifest.json"],
+        "ee": ["manifest.json"],
+    }
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        f"removed {gb} GB of the superseded conversions in {folders / key}"
+        for key, gb in (("aa", "0.01"), ("bb", "0.01"))
+    ]
