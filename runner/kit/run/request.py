@@ -3,20 +3,20 @@ image's benchmarks and variants, the declared models, the runtime registry, rank
 host can run, option ranges) before anything starts, and turned into the campaign.
 
 The CLI only parses; every rule about what a valid campaign is lives here, so it
-holds the same for `--dry-run`, `--emit`, `--resume` and a preset's legs.
+holds the same for `--dry-run`, `--emit`, `--resume` and a preset's legs. A user's own
+image (--image) is `own_image`'s, on the same checks.
 """
 
 import dataclasses
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit import runtimes
-from kit.core import benches, command, paths, units
+from kit.core import benches, paths, units
 from kit.core.errors import KitError
-from kit.image import foreign, recipes
+from kit.image import recipes
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import hosts as host_list
@@ -114,7 +114,7 @@ def check_confidence(value: float) -> None:
         raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
 
 
-def _numbers(q: RunRequest) -> None:
+def check_numbers(q: RunRequest) -> None:
     """Every numeric option in range, before anything runs (--dry-run too)."""
     for flag, value, low in (
         ("--repeats", q.repeats, 1),
@@ -131,7 +131,7 @@ def _numbers(q: RunRequest) -> None:
     check_confidence(q.confidence)
 
 
-def _runtime_args(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str]]:
+def runtime_options(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str]]:
     arms = [rt.arm for rt in chosen]
     out: dict[str, list[str]] = {}
     for spec in specs:
@@ -222,7 +222,7 @@ LAUNCHERS = ("local", "torchrun", "slurm")
 TORCHRUN_BENCHES = ("torch-cnn",)  # DDP: ranks and rendezvous from torchrun, no MPI
 
 
-def _launch(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
+def site_and_ranks(q: RunRequest) -> tuple[slurm.Site | None, list[int]]:
     """The Slurm site (None: local) and the rank counts, which a local host must fit."""
     if q.launcher not in LAUNCHERS:
         raise KitError(f"--launcher '{q.launcher}' must be local (mpirun), torchrun or slurm")
@@ -260,7 +260,7 @@ def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
     return names
 
 
-def _target(q: RunRequest, chosen: list[Runtime], baseline: str) -> plan.Target | None:
+def precision_target(q: RunRequest, chosen: list[Runtime], baseline: str) -> plan.Target | None:
     if q.precision is None:
         if q.budget is not None:
             raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
@@ -273,7 +273,7 @@ def _target(q: RunRequest, chosen: list[Runtime], baseline: str) -> plan.Target 
     return plan.Target(precision, budget, q.confidence, baseline)
 
 
-def _baseline(q: RunRequest, chosen: list[Runtime]) -> str:
+def baseline_arm(q: RunRequest, chosen: list[Runtime]) -> str:
     """The arm the report compares every other with (or every pair: 'all'), which a
     precision-targeted campaign's stop rule waits for too."""
     arms = [rt.arm for rt in chosen]
@@ -309,7 +309,7 @@ def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
     return str(folder)
 
 
-def _spec(q: RunRequest, design: plan.Design, runtime_args: dict) -> dict:
+def resume_spec(q: RunRequest, design: plan.Design, runtime_args: dict) -> dict:
     """What --resume must find unchanged in campaign.json, whatever the workload."""
     target = design.target
     return {
@@ -330,40 +330,42 @@ def _spec(q: RunRequest, design: plan.Design, runtime_args: dict) -> dict:
 def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     """The campaign the request describes, or a KitError naming the first bad option.
     plan_only (--dry-run) makes nothing on disk."""
+    from kit.run import own_image  # built on this module's checks
+
+    if q.resume and q.out is None and not plan_only:
+        raise KitError("--resume needs --out DIR, the campaign to continue")
     if q.foreign_image is not None:
-        return _foreign(q, plan_only)
-    if flag := _given(q, FOREIGN_ONLY):
+        return own_image.campaign(q, plan_only)
+    if flag := given(q, own_image.COMMAND_ONLY):
         raise KitError(f"{flag} goes with --image REF (your own image)")
     if q.image is None:
         raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
-    return _kit_campaign(q, recipes.load(q.image), plan_only)
+    return kit_campaign(q, recipes.load(q.image), plan_only)
 
 
-def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campaign:
+def kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campaign:
     """A campaign of kit's own benchmarks, in a kit image or one they were added to."""
     if q.variant not in r.variants:
         raise KitError(
             f"--variant '{q.variant}': image '{r.name}' has {', '.join(r.variants)}; pick one"
         )
     chosen = runtimes.parse(q.runtime)
-    _numbers(q)
+    check_numbers(q)
     wanted, models, data = _benchmarks(q, r)
-    site, ranks = _launch(q)
+    site, ranks = site_and_ranks(q)
     if q.launcher == "torchrun" and (other := [b for b in wanted if b not in TORCHRUN_BENCHES]):
         raise KitError(
             f"--launcher torchrun starts PyTorch's own ranks, which only "
             f"{', '.join(TORCHRUN_BENCHES)} (DDP) uses; run {', '.join(other)} in a campaign "
             "of its own with --launcher local"
         )
-    baseline = _baseline(q, chosen)
-    target = _target(q, chosen, baseline)
-    runtime_args = _runtime_args(q.runtime_arg, chosen)
+    baseline = baseline_arm(q, chosen)
+    target = precision_target(q, chosen, baseline)
+    runtime_args = runtime_options(q.runtime_arg, chosen)
     configs = plan.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
     arms = [rt.arm for rt in chosen]
     launches = q.baseline_launches or plan.baseline_launches(arms)  # 0: refused above
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
-    if q.resume and q.out is None and not plan_only:
-        raise KitError("--resume needs --out DIR, the campaign to continue")
     data_dir = _data_dir(q, data, plan_only)
     min_time = _min_time(q)
     bench_args = _bench_args(q.bench_arg, wanted, min_time)
@@ -384,7 +386,7 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
         "image": r.label,
         "recipe_version": r.version,
         "variant": q.variant,
-        **_spec(q, design, runtime_args),
+        **resume_spec(q, design, runtime_args),
         "steps": q.steps,
         "warmup_steps": q.warmup_steps,
         "min_time": "auto" if min_time is None else min_time,
@@ -399,170 +401,7 @@ def _kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Camp
     return Campaign(r, q.variant, chosen, design, opts, spec)
 
 
-FOREIGN_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
-FOREIGN_ONLY += ("require", "name")
-# kit's own benchmarks' options, and their defaults: a user's command takes none of them
-KIT_BENCH_ONLY = {"bench": None, "model": "tiny", "batch_size": "32", "data": "synthetic"}
-KIT_BENCH_ONLY |= {"data_dir": None, "bench_arg": [], "min_time": "0", "variant": "cpu"}
-FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def _command(q: RunRequest, ranks: list[int]) -> command.Command:
-    """--command and how its figure is read, checked."""
-    if q.command is None or q.metric is None:
-        raise KitError(
-            "--image needs --command 'CMD' (what to run in it) and --metric REGEX (the "
-            "figure it prints, as a named group), e.g. --metric "
-            "'throughput: (?P<throughput>[0-9.]+)'"
-        )
-    name = q.name or "command"
-    if not NAME.match(name) or name in benches.BENCHES:
-        raise KitError(
-            f"--name '{name}' must be letters, digits, '.', '_' or '-' (64 at most) and not "
-            f"one of kit's benchmarks ({', '.join(benches.BENCHES)})"
-        )
-    reduce = q.reduce or ("last" if max(ranks) == 1 else None)
-    if reduce is None:
-        raise KitError(
-            f"--np {max(ranks)}: say how the ranks' figures make the trial's, "
-            f"--reduce {'|'.join(command.REDUCTIONS)} (sum for a per-rank throughput)"
-        )
-    if reduce not in command.REDUCTIONS:
-        raise KitError(f"--reduce '{reduce}' must be one of {', '.join(command.REDUCTIONS)}")
-    return command.Command(
-        name,
-        command.split("--command", q.command),
-        command.split("--native-command", q.native_command) if q.native_command else (),
-        command.pattern(q.metric),
-        q.unit,
-        not q.lower_is_better,
-        reduce,
-        command.checked_require(q.require) if q.require else "",
-    )
-
-
-def _foreign(q: RunRequest, plan_only: bool) -> Campaign:
-    """A campaign of the user's own image and command: the same design, statistics and
-    report as kit's benchmarks, one configuration per rank count."""
-    if q.image is not None:
-        raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
-    if q.command is None and q.bench is not None:
-        return _foreign_bench(q, plan_only)
-    for dest, default in KIT_BENCH_ONLY.items():
-        if getattr(q, dest) != default:
-            flag = "--" + dest.replace("_", "-")
-            raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
-    chosen = _foreign_runtimes(q, native=True)
-    _numbers(q)
-    ranks = _launch(q)[1]
-    cmd = _command(q, ranks)
-    arms = [rt.arm for rt in chosen]
-    if any(rt.runs == "host" for rt in chosen) and not cmd.native_argv:
-        raise KitError(
-            "--runtime native with --image needs --native-command 'CMD', the same workload "
-            "on this host (your modules or venv); or leave native out and compare the "
-            "containers (--baseline docker)"
-        )
-    if cmd.native_argv and "native" not in arms:
-        raise KitError("--native-command is the native arm's: add native to --runtime")
-    image = foreign.resolve(q.foreign_image, plan_only)
-    image, mpirun = _foreign_mpi(
-        dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
-    )
-    default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
-    baseline = _baseline(dataclasses.replace(q, baseline=q.baseline or default), chosen)
-    target = _target(q, chosen, baseline)
-    runtime_args = _runtime_args(q.runtime_arg, chosen)
-    configs = [plan.Config(cmd.name, "-", 0, n, "-") for n in ranks]
-    launches = q.baseline_launches or plan.baseline_launches(arms)
-    design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
-    if q.resume and q.out is None and not plan_only:
-        raise KitError("--resume needs --out DIR, the campaign to continue")
-    opts = plan.Options(0, 0, q.timeout, mpirun, runtime_args, {cmd.name: []}, command=cmd)
-    spec = {
-        "image": image.source,
-        "image_digest": image.digest,
-        "image_mpi": image.mpi_library or None,
-        "command": dataclasses.asdict(cmd),
-        **_spec(q, design, runtime_args),
-        "baseline": baseline,
-    }
-    return Campaign(image, "cpu", chosen, design, opts, spec)
-
-
-def _foreign_bench(q: RunRequest, plan_only: bool) -> Campaign:
-    """kit's own benchmarks in the user's image: added as a layer when its Python has what
-    they import, then a campaign like any kit image's (no native arm: kit's native
-    environment is made from a kit recipe's pins)."""
-    if flag := _given(q, FOREIGN_ONLY):
-        raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
-    chosen = _foreign_runtimes(q, native=False)
-    wanted = names("--bench", q.bench)
-    for b in wanted:
-        benches.get(b)  # a KitError naming the known ones
-    image = foreign.resolve(q.foreign_image, plan_only)
-    image = foreign.with_benchmarks(image, wanted, plan_only)
-    image, mpirun = _foreign_mpi(image, chosen, q, ints("--np", q.np))
-    asked = dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun)
-    return _kit_campaign(asked, image, plan_only)
-
-
-def _given(q: RunRequest, dests: tuple[str, ...]) -> str | None:
+def given(q: RunRequest, dests: tuple[str, ...]) -> str | None:
     """The first of these options the request sets, as its flag (--native-command)."""
     given = [d for d in dests if getattr(q, d) not in (None, False, "")]
     return "--" + given[0].replace("_", "-") if given else None
-
-
-def _foreign_runtimes(q: RunRequest, native: bool) -> list[Runtime]:
-    """The runtimes asked for, each one that runs a foreign image, on this host (native:
-    whether a native arm can be had, i.e. the user's --native-command)."""
-    if q.launcher != "local" or q.hosts or q.hostfile:
-        raise KitError(
-            "--image runs its trials on this host for now: leave out --launcher and --hosts"
-        )
-    allowed = tuple(r for r in FOREIGN_RUNTIMES if native or r != "native")
-    chosen = runtimes.parse(q.runtime)
-    for rt in chosen:
-        if rt.runs == "host" and not native:
-            raise KitError(
-                "--bench with --image has no native arm (kit's native environment is made "
-                "from a kit recipe's pins): leave native out, or measure your own command "
-                "with --command and --native-command"
-            )
-        if rt.name not in allowed:
-            raise KitError(
-                f"runtime '{rt.name}' does not run --image yet; use {', '.join(allowed)}"
-            )
-    return chosen
-
-
-def _foreign_mpi(
-    image: Foreign, chosen: list[Runtime], q: RunRequest, ranks: list[int]
-) -> tuple[Foreign, str | None]:
-    """The MPI the image's ranks load, read from its files, and the host launcher that
-    can start them (at one rank: neither is needed). A hybrid runtime's ranks are
-    started by the host's mpirun, which must be of the same family (Open MPI ranks
-    under MPICH's Hydra each see a world of one); Docker and Podman start them with the
-    image's own."""
-    if max(ranks) == 1:
-        return image, q.mpirun
-    found = foreign.mpi_of(image)
-    if found is None:
-        raise KitError(
-            f"--np {max(ranks)}: '{image.source}' holds no MPI library (libmpi.so.12 or .40), so "
-            "its ranks cannot be started together; run it at --np 1"
-        )
-    mpi, library = found
-    image = dataclasses.replace(image, mpi=mpi, mpi_library=library)
-    launcher = q.mpirun or foreign.launcher_for(mpi.flavour)
-    hybrid = [rt.name for rt in chosen if not rt.ranks_inside and rt.runs != "host"]
-    host = foreign.flavour_of_launcher(launcher)
-    if hybrid and host is not None and host != mpi.flavour:
-        raise KitError(
-            f"'{image.source}' carries {mpi.flavour} ({library}) but '{launcher}' is "
-            f"{host}'s launcher: {', '.join(hybrid)} ranks would not find each other; pass "
-            f"--mpirun {foreign.launcher_for(mpi.flavour)}, or run those ranks with the "
-            "image's own launcher under docker or podman"
-        )
-    return image, launcher

@@ -8,7 +8,7 @@ import pytest
 from kit import cli, runtimes
 from kit.core.errors import KitError
 from kit.image import foreign
-from kit.run import plan, request, trial
+from kit.run import own_image, plan, request, trial
 from kit.runtimes import Job, Prepared
 
 METRIC = "rate: (?P<rate>[0-9.]+)"
@@ -107,13 +107,13 @@ def test_hybrid_ranks_need_the_launcher_of_the_images_mpi(monkeypatch):
     monkeypatch.setattr(foreign, "flavour_of_launcher", lambda m: "mpich")
     chosen = runtimes.parse("docker,singularity")
     with pytest.raises(KitError, match=r"carries openmpi .* --mpirun mpirun.openmpi"):
-        request._foreign_mpi(image, chosen, asked("mpirun.mpich"), [1, 2])
+        own_image.mpi_launcher(image, chosen, asked("mpirun.mpich"), [1, 2])
     monkeypatch.setattr(foreign, "flavour_of_launcher", lambda m: "openmpi")
-    got, launcher = request._foreign_mpi(image, chosen, asked(None), [1, 2])
+    got, launcher = own_image.mpi_launcher(image, chosen, asked(None), [1, 2])
     assert launcher == "mpirun.openmpi" and got.mpi_library.endswith("libmpi.so.40.30.4")
     monkeypatch.setattr(foreign, "mpi_of", lambda img: None)
     with pytest.raises(KitError, match="holds no MPI library"):
-        request._foreign_mpi(image, chosen, asked(None), [1, 2])
+        own_image.mpi_launcher(image, chosen, asked(None), [1, 2])
 
 
 def test_a_plan_of_a_command_says_what_runs_and_how_its_figure_is_read(sif, host_tools):

@@ -1,0 +1,175 @@
+"""`kit run --image REF`: a campaign of the user's own image, their --command with its
+figure read by --metric, or kit's own benchmarks added to that image (--bench); checked
+as `request` checks kit's images, then the same design, statistics and report."""
+
+import dataclasses
+import re
+
+from kit import runtimes
+from kit.core import benches, command
+from kit.core.errors import KitError
+from kit.image import foreign
+from kit.image.foreign import Foreign
+from kit.results import analysis
+from kit.run import plan, request
+from kit.runtimes import Runtime
+
+COMMAND_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
+COMMAND_ONLY += ("require", "name")
+# kit's own benchmarks' options, and their defaults: a user's command takes none of them
+KIT_BENCH_ONLY = {"bench": None, "model": "tiny", "batch_size": "32", "data": "synthetic"}
+KIT_BENCH_ONLY |= {"data_dir": None, "bench_arg": [], "min_time": "0", "variant": "cpu"}
+FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _command(q: request.RunRequest, ranks: list[int]) -> command.Command:
+    """--command and how its figure is read, checked."""
+    if q.command is None or q.metric is None:
+        raise KitError(
+            "--image needs --command 'CMD' (what to run in it) and --metric REGEX (the "
+            "figure it prints, as a named group), e.g. --metric "
+            "'throughput: (?P<throughput>[0-9.]+)'"
+        )
+    name = q.name or "command"
+    if not NAME.match(name) or name in benches.BENCHES:
+        raise KitError(
+            f"--name '{name}' must be letters, digits, '.', '_' or '-' (64 at most) and not "
+            f"one of kit's benchmarks ({', '.join(benches.BENCHES)})"
+        )
+    reduce = q.reduce or ("last" if max(ranks) == 1 else None)
+    if reduce is None:
+        raise KitError(
+            f"--np {max(ranks)}: say how the ranks' figures make the trial's, "
+            f"--reduce {'|'.join(command.REDUCTIONS)} (sum for a per-rank throughput)"
+        )
+    if reduce not in command.REDUCTIONS:
+        raise KitError(f"--reduce '{reduce}' must be one of {', '.join(command.REDUCTIONS)}")
+    return command.Command(
+        name,
+        command.split("--command", q.command),
+        command.split("--native-command", q.native_command) if q.native_command else (),
+        command.pattern(q.metric),
+        q.unit,
+        not q.lower_is_better,
+        reduce,
+        command.checked_require(q.require) if q.require else "",
+    )
+
+
+def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
+    """A campaign of the user's own image and command: the same design, statistics and
+    report as kit's benchmarks, one configuration per rank count."""
+    if q.image is not None:
+        raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
+    if q.command is None and q.bench is not None:
+        return _bench_campaign(q, plan_only)
+    for dest, default in KIT_BENCH_ONLY.items():
+        if getattr(q, dest) != default:
+            flag = "--" + dest.replace("_", "-")
+            raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
+    chosen = _runtimes(q, native=True)
+    request.check_numbers(q)
+    ranks = request.site_and_ranks(q)[1]
+    cmd = _command(q, ranks)
+    arms = [rt.arm for rt in chosen]
+    if any(rt.runs == "host" for rt in chosen) and not cmd.native_argv:
+        raise KitError(
+            "--runtime native with --image needs --native-command 'CMD', the same workload "
+            "on this host (your modules or venv); or leave native out and compare the "
+            "containers (--baseline docker)"
+        )
+    if cmd.native_argv and "native" not in arms:
+        raise KitError("--native-command is the native arm's: add native to --runtime")
+    image = foreign.resolve(q.foreign_image, plan_only)
+    image, mpirun = mpi_launcher(
+        dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
+    )
+    default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
+    baseline = request.baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
+    target = request.precision_target(q, chosen, baseline)
+    runtime_args = request.runtime_options(q.runtime_arg, chosen)
+    configs = [plan.Config(cmd.name, "-", 0, n, "-") for n in ranks]
+    launches = q.baseline_launches or plan.baseline_launches(arms)
+    design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
+    opts = plan.Options(0, 0, q.timeout, mpirun, runtime_args, {cmd.name: []}, command=cmd)
+    spec = {
+        "image": image.source,
+        "image_digest": image.digest,
+        "image_mpi": image.mpi_library or None,
+        "command": dataclasses.asdict(cmd),
+        **request.resume_spec(q, design, runtime_args),
+        "baseline": baseline,
+    }
+    return request.Campaign(image, "cpu", chosen, design, opts, spec)
+
+
+def _bench_campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
+    """kit's own benchmarks in the user's image: added as a layer when its Python has what
+    they import, then a campaign like any kit image's (no native arm: kit's native
+    environment is made from a kit recipe's pins)."""
+    if flag := request.given(q, COMMAND_ONLY):
+        raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
+    chosen = _runtimes(q, native=False)
+    wanted = request.names("--bench", q.bench)
+    for b in wanted:
+        benches.get(b)  # a KitError naming the known ones
+    image = foreign.resolve(q.foreign_image, plan_only)
+    image = foreign.with_benchmarks(image, wanted, plan_only)
+    image, mpirun = mpi_launcher(image, chosen, q, request.ints("--np", q.np))
+    asked = dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun)
+    return request.kit_campaign(asked, image, plan_only)
+
+
+def _runtimes(q: request.RunRequest, native: bool) -> list[Runtime]:
+    """The runtimes asked for, each one that runs a foreign image, on this host (native:
+    whether a native arm can be had, i.e. the user's --native-command)."""
+    if q.launcher != "local" or q.hosts or q.hostfile:
+        raise KitError(
+            "--image runs its trials on this host for now: leave out --launcher and --hosts"
+        )
+    allowed = tuple(r for r in FOREIGN_RUNTIMES if native or r != "native")
+    chosen = runtimes.parse(q.runtime)
+    for rt in chosen:
+        if rt.runs == "host" and not native:
+            raise KitError(
+                "--bench with --image has no native arm (kit's native environment is made "
+                "from a kit recipe's pins): leave native out, or measure your own command "
+                "with --command and --native-command"
+            )
+        if rt.name not in allowed:
+            raise KitError(
+                f"runtime '{rt.name}' does not run --image yet; use {', '.join(allowed)}"
+            )
+    return chosen
+
+
+def mpi_launcher(
+    image: Foreign, chosen: list[Runtime], q: request.RunRequest, ranks: list[int]
+) -> tuple[Foreign, str | None]:
+    """The MPI the image's ranks load, read from its files, and the host launcher that
+    can start them (at one rank: neither is needed). A hybrid runtime's ranks are
+    started by the host's mpirun, which must be of the same family (Open MPI ranks
+    under MPICH's Hydra each see a world of one); Docker and Podman start them with the
+    image's own."""
+    if max(ranks) == 1:
+        return image, q.mpirun
+    found = foreign.mpi_of(image)
+    if found is None:
+        raise KitError(
+            f"--np {max(ranks)}: '{image.source}' holds no MPI library (libmpi.so.12 or .40), so "
+            "its ranks cannot be started together; run it at --np 1"
+        )
+    mpi, library = found
+    image = dataclasses.replace(image, mpi=mpi, mpi_library=library)
+    launcher = q.mpirun or foreign.launcher_for(mpi.flavour)
+    hybrid = [rt.name for rt in chosen if not rt.ranks_inside and rt.runs != "host"]
+    host = foreign.flavour_of_launcher(launcher)
+    if hybrid and host is not None and host != mpi.flavour:
+        raise KitError(
+            f"'{image.source}' carries {mpi.flavour} ({library}) but '{launcher}' is "
+            f"{host}'s launcher: {', '.join(hybrid)} ranks would not find each other; pass "
+            f"--mpirun {foreign.launcher_for(mpi.flavour)}, or run those ranks with the "
+            "image's own launcher under docker or podman"
+        )
+    return image, launcher
