@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kit.core.errors import KitError
+from kit.core.paths import cache_dir
 from kit.core.proc import version_line
 from kit.image import engine
 from kit.image.debian_base import base_tag
@@ -153,6 +154,25 @@ def gpus(runtimes: list[str]) -> list[str]:
     return lines
 
 
+LOW_DISK_GB = 10  # a campaign's conversions: a few GB for each image it runs
+
+
+def disk() -> str:
+    """Free space where kit keeps its conversions and environments, and what the cache
+    already holds there: disks fill with images, so say it before a campaign does."""
+    cache = cache_dir()
+    where = next(p for p in (cache, *cache.parents) if p.exists())
+    free = shutil.disk_usage(where).free / 1e9
+    held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file() and not f.is_symlink())
+    line = f"disk: {free:.0f} GB free under {cache} (the cache holds {held / 1e9:.1f} GB)"
+    if free < LOW_DISK_GB:
+        line += (
+            f"; under {LOW_DISK_GB} GB: each image a campaign runs is converted there (a few "
+            "GB each), so free space or set KIT_CACHE to a larger disk"
+        )
+    return line
+
+
 def report(runtimes: list[str]) -> tuple[str, bool]:
     """The table, and whether everything the named runtimes need is present."""
     found = {**components(), **tools()}
@@ -164,6 +184,7 @@ def report(runtimes: list[str]) -> tuple[str, bool]:
         if not c.ok:
             lines.append(f"{'':<{width}}           fix: {c.fix}")
     lines += gpus(runtimes)
+    lines.append(disk())
     if os.geteuid() == 0:
         lines.append(
             "note: running as root; Apptainer and MPI jobs here must run as an "

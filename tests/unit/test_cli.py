@@ -162,6 +162,8 @@ def test_doctor_prints_its_table_whatever_the_engine_does(tmp_path):
     assert lines[0].split() == ["COMPONENT", "STATUS", "DETAIL"]
     assert lines[1].startswith("docker engine") and "MISSING" in lines[1]
     assert lines[-1] == "missing for docker: base image, docker engine"
+    (disk,) = [line for line in lines if line.startswith("disk: ")]
+    assert disk.endswith(f" GB free under {tmp_path}/.cache/kit (the cache holds 0.0 GB)")
 
 
 def test_unrunnable_docker_client_is_one_line(tmp_path):
