@@ -15,12 +15,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
 from kit.core.proc import capture, stream, which
 from kit.image import engine, rootfs
 from kit.image.recipes import Recipe
+
+if TYPE_CHECKING:
+    from kit.image.foreign import Foreign
 
 APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
 FORMATS = {
@@ -68,7 +72,7 @@ class Artifacts:
         return {"docker-archive": self.tar, "squashfs": self.squashfs, "singularity": self.sif}
 
 
-def artifacts(recipe: Recipe, variant: str) -> Artifacts:
+def artifacts(recipe: "Recipe | Foreign", variant: str) -> Artifacts:
     digest = engine.image_id(recipe.tag(variant))
     return Artifacts(digest, cache_dir() / "images" / recipe.name / digest.split(":")[-1][:16])
 
@@ -138,7 +142,7 @@ def mksquashfs_args(spec: str) -> list[str]:
     return ["-comp", name] + (["-Xcompression-level", str(level)] if level is not None else [])
 
 
-def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
+def convert(recipe: "Recipe | Foreign", variant: str, formats: list[str]) -> Artifacts:
     """Make each requested format once per digest; print what was made or reused, with
     each phase's time (also kept in the manifest). The squashfs and the SIF share one
     export and one compression pass: the SIF wraps the same squashfs."""
@@ -162,13 +166,11 @@ def convert(recipe: Recipe, variant: str, formats: list[str]) -> Artifacts:
             phases[fmt] = round(time.monotonic() - t0, 1)
             print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
         if phases:
-            _record_phases(art, phases)
-    if phases:
-        _drop_superseded(recipe, variant, art, list(phases))
+            record_made(recipe, variant, art, phases)
     return art
 
 
-def _builds(recipe: Recipe, variant: str) -> list[Artifacts]:
+def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
     """The cache's folders of every build of this recipe version and variant (by manifest)."""
     out = []
     for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
@@ -183,7 +185,9 @@ def _builds(recipe: Recipe, variant: str) -> list[Artifacts]:
     return out
 
 
-def _drop_superseded(recipe: Recipe, variant: str, art: Artifacts, made: list[str]) -> None:
+def _drop_superseded(
+    recipe: "Recipe | Foreign", variant: str, art: Artifacts, made: list[str]
+) -> None:
     """Remove what was just made here from the conversions of earlier builds of the same
     recipe version and variant (a rebuild leaves them unreachable but for `earlier`, which
     takes the newest), so each rebuild does not leave gigabytes in the cache. A folder a
@@ -216,8 +220,12 @@ def _needed(fmt: str, wanted: list[str]) -> bool:
     return fmt in wanted
 
 
-def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
-    """Conversion times and settings, in the manifest beside the products."""
+def record_made(
+    recipe: "Recipe | Foreign", variant: str, art: Artifacts, phases: dict[str, float]
+) -> None:
+    """File what was just made: its times and settings in the manifest beside it, with
+    the image's identity (what a foreign image's manifest gets only here), then drop the
+    same formats from earlier builds of the image, which this one supersedes."""
     path = art.manifest
     try:
         manifest = json.loads(path.read_text())
@@ -225,11 +233,15 @@ def _record_phases(art: Artifacts, phases: dict[str, float]) -> None:
         manifest = {}
     if not isinstance(manifest, dict):
         manifest = {}
+    manifest.setdefault("digest", art.digest)
+    manifest.setdefault("recipe_version", recipe.version)
+    manifest.setdefault("variant", variant)
     conv = manifest.setdefault("conversion", {})
     conv.setdefault("seconds", {}).update(phases)
     if art.meta.is_file():  # written with the squashfs (not there for a docker-archive alone)
         conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")
+    _drop_superseded(recipe, variant, art, list(phases))
 
 
 def _save(tag: str, art: Artifacts) -> None:

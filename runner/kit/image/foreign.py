@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,11 @@ class Foreign:
 
     @property
     def name(self) -> str:
-        """Its folder in the conversion cache."""
-        return "foreign-" + self.digest.split(":")[-1][:16]
+        """Its folder in the conversion cache: one per image as named (a SIF's path, an
+        engine image's REF), holding a folder per digest, as a recipe's does, so that a
+        rebuilt image's conversions replace those of the build before it."""
+        named = self.ref if self.kind == "sif" else self.source
+        return "foreign-" + hashlib.sha256(named.encode()).hexdigest()[:16]
 
     def tag(self, variant: str) -> str:
         return self.ref
@@ -212,6 +216,7 @@ def squashfs(image: Foreign) -> Path:
     target = folder / "image.sqfs"
     with exclusive(folder / ".lock", f"the squashfs of {image.source}"):
         if not target.is_file():
+            t0 = time.monotonic()
             apptainer = which("apptainer", convert.APPTAINER_FIX)
             listed = capture([apptainer, "sif", "list", image.ref], "apptainer sif list")
             ids = [
@@ -227,6 +232,10 @@ def squashfs(image: Foreign) -> Path:
                 p = subprocess.run([apptainer, "sif", "dump", ids[0], image.ref], stdout=out)
                 if p.returncode != 0:
                     raise KitError(f"--image '{image.source}': apptainer sif dump failed")
+            art = convert.Artifacts(image.digest, folder)
+            convert.record_made(
+                image, image.variant, art, {"squashfs": round(time.monotonic() - t0, 1)}
+            )
     return target
 
 

@@ -88,13 +88,19 @@ def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_pat
     assert err.decode() == f"waiting for another kit making the conversions ({lock})\n"
 
 
-def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path):
+def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path, monkeypatch):
     """`kit convert --to docker-archive` (or Podman's first run) on a new digest: no
     squashfs, so no compression to record, and no error for its missing metadata."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
     art = convert.Artifacts("sha256:0123", tmp_path)
-    convert._record_phases(art, {"docker-archive": 10.6})
+    convert.record_made(recipes.load("pytorch-mpich"), "cpu", art, {"docker-archive": 10.6})
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest == {"conversion": {"seconds": {"docker-archive": 10.6}}}
+    assert manifest == {
+        "digest": "sha256:0123",
+        "recipe_version": "1.2.0",
+        "variant": "cpu",
+        "conversion": {"seconds": {"docker-archive": 10.6}},
+    }
 
 
 def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monkeypatch, capsys):
