@@ -455,67 +455,15 @@ def summarise(
         for arm in arms:
             arm.disturbed = left[key][arm.runtime]
         groups.append(Group(key, arms, variance(clean[key])))
-    family = [
-        (g, arm, g.arms[0])
-        for g in groups
-        if g.arms[0].runtime == ref
-        for arm in g.arms[1:]
-        if _comparable(arm, g.arms[0], allow_mismatch)
-    ]
-    if baseline == ALL_PAIRS:
-        for g in groups:
-            others = g.arms[1:] if g.arms[0].runtime == ref else g.arms
-            for i, base in enumerate(others):
-                for arm in others[i + 1 :]:
-                    pair = dataclasses.replace(arm, verdict="", against=base.runtime)
-                    g.pairs.append(pair)
-                    if _comparable(pair, base, allow_mismatch):
-                        family.append((g, pair, base))
+    family = _family(groups, ref, baseline == ALL_PAIRS, allow_mismatch)
     each = stats.family_confidence(confidence, len(family))
     for g, arm, base in family:
         by_rt = clean[g.key]
         _compare(arm, base, by_rt[arm.runtime], by_rt[base.runtime], each, target)
 
-    scaling = []
-    for key, by_rt in by_key.items():
-        if key.ranks == 1:
-            continue
-        one = by_key.get(dataclasses.replace(key, ranks=1), {})
-        for rt, rs in sorted(by_rt.items()):
-            if rt in one:
-                ideal = [x * key.ranks for x in rates(one[rt])]
-                nodes = _mode([len(r["result"].get("hosts") or [0]) for r in rs])
-                efficiency = stats.ratio_ci(rates(rs), ideal, confidence)
-                scaling.append(Scaling(key, rt, efficiency, nodes))
-    scaling.sort(key=lambda s: (*s.key.order(), s.runtime))
-
-    io = []
-    for key, by_rt in by_key.items():
-        synthetic = by_key.get(dataclasses.replace(key, data="synthetic"), {})
-        if key.data == "synthetic":
-            continue
-        for rt, rs in sorted(by_rt.items()):
-            if rt in synthetic:
-                ratio = stats.ratio_ci(rates(rs), rates(synthetic[rt]), confidence)
-                flipped = stats.Interval(
-                    1 - ratio.value, 1 - ratio.high, 1 - ratio.low, ratio.coverage
-                )
-                io.append(IoOverhead(key, rt, flipped))
-    io.sort(key=lambda x: (*x.key.order(), x.runtime))
-
     oom: dict[tuple, int] = Counter(
         tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"
     )
-    runtimes: dict[str, dict] = {}
-    for r in records:
-        runtimes.setdefault(
-            r["runtime"],
-            {
-                "version": r["runtime_version"],
-                "settings": list(r["runtime_settings"]),
-                "args": list(r.get("runtime_args", [])),
-            },
-        )
     return Analysis(
         out_dir=label,
         started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
@@ -529,8 +477,8 @@ def summarise(
         host=records[0]["host"],
         confidence=confidence,
         groups=groups,
-        scaling=scaling,
-        io=io,
+        scaling=_scaling(by_key, confidence),
+        io=_io_overhead(by_key, confidence),
         sweeps=[
             series
             for where, by_rt in sorted(sweeps.items())
@@ -538,7 +486,7 @@ def summarise(
             for series in _sweep(*where, rt, rs, confidence)
         ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
-        runtimes=runtimes,
+        runtimes=_runtimes(records),
         comparisons=len(family),
         each_confidence=each,
         precision_target=target,
@@ -546,6 +494,79 @@ def summarise(
         baseline=ref,
         metrics={r["bench"]: benches.metric(r["bench"], r["result"]) for r in ok},
     )
+
+
+def _family(
+    groups: list[Group], ref: str, all_pairs: bool, allow_mismatch: bool
+) -> list[tuple[Group, Arm, Arm]]:
+    """The comparisons the confidence is shared among: every arm against the group's
+    reference arm, and with `all_pairs` every other pair too (added to the group's
+    pairs); arms of different software are left out unless mismatches are allowed."""
+    family = [
+        (g, arm, g.arms[0])
+        for g in groups
+        if g.arms[0].runtime == ref
+        for arm in g.arms[1:]
+        if _comparable(arm, g.arms[0], allow_mismatch)
+    ]
+    if all_pairs:
+        for g in groups:
+            others = g.arms[1:] if g.arms[0].runtime == ref else g.arms
+            for i, base in enumerate(others):
+                for arm in others[i + 1 :]:
+                    pair = dataclasses.replace(arm, verdict="", against=base.runtime)
+                    g.pairs.append(pair)
+                    if _comparable(pair, base, allow_mismatch):
+                        family.append((g, pair, base))
+    return family
+
+
+def _scaling(by_key: dict[Key, dict[str, list[dict]]], conf: float) -> list[Scaling]:
+    """Each arm's efficiency at N ranks: its rate over N times its own rate at one rank
+    (same configuration otherwise), with the hosts its ranks ran on."""
+    out = []
+    for key, by_rt in by_key.items():
+        if key.ranks == 1:
+            continue
+        one = by_key.get(dataclasses.replace(key, ranks=1), {})
+        for rt, rs in sorted(by_rt.items()):
+            if rt in one:
+                ideal = [x * key.ranks for x in rates(one[rt])]
+                nodes = _mode([len(r["result"].get("hosts") or [0]) for r in rs])
+                out.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, conf), nodes))
+    return sorted(out, key=lambda s: (*s.key.order(), s.runtime))
+
+
+def _io_overhead(by_key: dict[Key, dict[str, list[dict]]], conf: float) -> list[IoOverhead]:
+    """Each arm's cost of reading real data: 1 - its real-data rate over its synthetic one."""
+    out = []
+    for key, by_rt in by_key.items():
+        synthetic = by_key.get(dataclasses.replace(key, data="synthetic"), {})
+        if key.data == "synthetic":
+            continue
+        for rt, rs in sorted(by_rt.items()):
+            if rt in synthetic:
+                ratio = stats.ratio_ci(rates(rs), rates(synthetic[rt]), conf)
+                flipped = stats.Interval(
+                    1 - ratio.value, 1 - ratio.high, 1 - ratio.low, ratio.coverage
+                )
+                out.append(IoOverhead(key, rt, flipped))
+    return sorted(out, key=lambda x: (*x.key.order(), x.runtime))
+
+
+def _runtimes(records: list[dict]) -> dict[str, dict]:
+    """Each runtime's version, settings and extra arguments, as its first record has them."""
+    out: dict[str, dict] = {}
+    for r in records:
+        out.setdefault(
+            r["runtime"],
+            {
+                "version": r["runtime_version"],
+                "settings": list(r["runtime_settings"]),
+                "args": list(r.get("runtime_args", [])),
+            },
+        )
+    return out
 
 
 def _sweep(
