@@ -60,6 +60,27 @@ def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built):
     shutil.rmtree(out)
 
 
+def test_a_cache_disk_too_small_for_a_conversion_is_refused_before_it_starts(built):
+    """The cache's disk cannot take the image's squashfs: one line naming the need, the
+    room and the fix, before any export, and nothing left in the cache."""
+    if not os.path.ismount(FULL):
+        pytest.fail(f"{FULL} must be a small file system of its own (ci/test mounts it)")
+    cache = FULL / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    env = {**os.environ, "KIT_CACHE": str(cache)}
+    p = kit("convert", "pytorch-mpich", "--to", "singularity", env=env, check=False)
+    folder = next((cache / "images" / "pytorch-mpich").iterdir())
+    line = p.stderr.splitlines()[-1]
+    assert p.returncode == 2 and line.startswith(
+        "kit: error: the squashfs of kit/pytorch-mpich:1.2.0-cpu needs about 0."
+    ), p.stderr[-2000:]
+    assert line.endswith(
+        f"GB and {folder} has 0.00 GB free; make room there, or set KIT_CACHE to a larger disk"
+    )
+    assert sorted(f.name for f in folder.iterdir()) == [".lock"]
+    shutil.rmtree(cache)
+
+
 def marked(pid: int | str, marker_prefix: str) -> bool:
     """The process's environment, or its parent's, holds KIT_TRIAL=marker_prefix...
     (Apptainer's starter carries the trial's environment inside its engine configuration,

@@ -161,6 +161,7 @@ def convert(recipe: "Recipe | Foreign", variant: str, formats: list[str]) -> Art
             if target.exists():
                 print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
                 continue
+            _room(art, fmt, tag)
             t0 = time.monotonic()
             make(tag, art)
             phases[fmt] = round(time.monotonic() - t0, 1)
@@ -168,6 +169,28 @@ def convert(recipe: "Recipe | Foreign", variant: str, formats: list[str]) -> Art
         if phases:
             record_made(recipe, variant, art, phases)
     return art
+
+
+# kit's images compress to 0.25-0.32 of their size at zstd:3: a fifth is a floor
+SQUASHFS_SHARE = 5
+
+
+def _room(art: Artifacts, fmt: str, tag: str) -> None:
+    """Refuse to start a format the cache's disk cannot take: one line now, rather than a
+    tool's "no space left" minutes later. The archive takes the image's size and the SIF
+    its squashfs's; for the squashfs only a floor is known, a fifth of the image's size,
+    so the check refuses what cannot fit and lets the rest try."""
+    if fmt == "singularity":
+        need = art.squashfs.stat().st_size
+    else:
+        size = int((engine.inspect(tag) or {}).get("Size") or 0)
+        need = size if fmt == "docker-archive" else size // SQUASHFS_SHARE
+    free = shutil.disk_usage(art.dir).free
+    if free < need:
+        raise KitError(
+            f"the {fmt} of {tag} needs about {need / 1e9:.2f} GB and {art.dir} has "
+            f"{free / 1e9:.2f} GB free; make room there, or set KIT_CACHE to a larger disk"
+        )
 
 
 def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
