@@ -30,6 +30,9 @@ from kitschema import BENCHES, DATASET_STAMP, SCHEMA
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
 RANK_VARS = (
     ("PMI_RANK", "PMI_SIZE"),
+    # MPICH's Hydra under -pmi-port gives a rank its id (the rank) and no size, which kit
+    # passes in (Podman under --hosts: a container per rank)
+    ("PMI_ID", "PMI_SIZE"),
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("SLURM_PROCID", "SLURM_NTASKS"),
 )

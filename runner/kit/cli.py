@@ -534,10 +534,11 @@ def _run(sub: argparse._SubParsersAction) -> None:
         metavar="H1,H2",
         help="start the ranks over ssh on these hosts, one rank a host in turn, with the "
         "image flavour's own launcher (MPICH's Hydra -hosts, Open MPI's -H), no scheduler; "
-        "hybrid runtimes only (native, singularity, singularity-bind, charliecloud). Checked "
-        "before the first "
-        "trial: each host answers ssh without a prompt and holds the same image conversion "
-        "or native environment (its digest file compared)",
+        "each rank in the runtime on its host: native, singularity, singularity-bind, "
+        "charliecloud, and podman with MPICH images (each host's own Podman, a container per "
+        "rank); not docker. Checked before the first trial: each host answers ssh without a "
+        "prompt and holds the same image conversion, native environment or Podman image "
+        "(its digest compared)",
     )
     g.add_argument(
         "--hostfile",

@@ -1,6 +1,7 @@
 """Across nodes for real: ranks on two network-namespace nodes (ci/nodes: each its own
-network stack, address, host name, /dev/shm and sshd), started over ssh by kit run
---hosts in the hybrid runtimes, with every failure before the first trial one line."""
+network stack, address, host name, /dev/shm, sshd and Podman), started over ssh by kit
+run --hosts in the hybrid runtimes and Podman, with every failure before the first trial
+one line."""
 
 import json
 import subprocess
@@ -24,12 +25,17 @@ def nodes(ready) -> None:
 
 
 def across(
-    image: str, benches: str, out: Path, *extra: str, hosts: str | None = NODES
+    image: str,
+    benches: str,
+    out: Path,
+    *extra: str,
+    hosts: str | None = NODES,
+    runtimes: str = HYBRID,
 ) -> list[dict]:
-    """One trial of each benchmark and hybrid runtime at 2 ranks, over the host list (or,
-    with hosts=None, as extra's launcher places them)."""
+    """One trial of each benchmark and runtime at 2 ranks, over the host list (or, with
+    hosts=None, as extra's launcher places them)."""
     kit(
-        *("run", image, "--runtime", HYBRID, "--bench", benches),
+        *("run", image, "--runtime", runtimes, "--bench", benches),
         *(("--hosts", hosts) if hosts else ()),
         *("--np", "2", "--model", "tiny", "--batch-size", "8", "--steps", "5"),
         *("--warmup-steps", "1", "--repeats", "1", "--warmup-trials", "0"),
@@ -40,12 +46,15 @@ def across(
 
 
 def test_ddp_horovod_and_the_mpi_sweep_across_two_nodes(pytorch2, horovod, tmp_path):
-    """Each rank on its own node, bytes over TCP between them: the records say so."""
+    """Each rank on its own node, bytes over TCP between them: the records say so. Podman
+    (each node's own, a container per rank) runs DDP and the sweep, and leaves no
+    container behind on either node."""
     recs = across("pytorch2-mpich", "torch-cnn,mpi", tmp_path / "torch", "--bench-arg",
-                  "mpi:--time-per-size=0.05")  # fmt: skip
+                  "mpi:--time-per-size=0.05", runtimes=f"{HYBRID},podman")  # fmt: skip
     recs += across("horovod-mpich", "tf-cnn", tmp_path / "horovod")
     assert sorted((r["bench"], r["runtime"]) for r in recs) == sorted(
-        (b, rt) for b in ("torch-cnn", "mpi", "tf-cnn") for rt in HYBRID.split(",")
+        [(b, rt) for b in ("torch-cnn", "mpi", "tf-cnn") for rt in HYBRID.split(",")]
+        + [("torch-cnn", "podman"), ("mpi", "podman")]
     )
     for r in recs:
         res = r["result"] or {}
@@ -55,6 +64,12 @@ def test_ddp_horovod_and_the_mpi_sweep_across_two_nodes(pytorch2, horovod, tmp_p
         assert res["hosts"] == ["kitn1", "kitn2"], where
         assert res["transport"] == "tcp over eth0", where
     assert all(r["result"]["weights_in_sync"] for r in recs if r["bench"] == "tf-cnn")
+    for node in ("kitn1", "kitn2"):
+        left = subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", node, "podman", "ps", "--all", "--quiet"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert left == "", (node, left)
 
 
 def test_horovod_under_slurm_across_the_nodes(horovod, cluster, tmp_path):

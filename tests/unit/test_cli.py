@@ -50,13 +50,13 @@ def kit(*args, env=None):
                 "native,docker",
                 "--dry-run",
             ],
-            "kit: error: runtime 'docker' starts every rank in one container on this host; --hosts "
-            "runs hybrid runtimes, whose ranks the launcher starts on each host: charliecloud, "
-            "native, singularity, singularity-bind",
+            "kit: error: runtime 'docker' starts its containers through one engine, not on each "
+            "host; --hosts runs the runtimes whose ranks the launcher starts on each host: "
+            "charliecloud, native, podman, singularity, singularity-bind",
         ),
         (
             ["run", "pytorch2-mpich", "--hosts", "n1,n2", "--runtime", "shifter", "--dry-run"],
-            "runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts runs",
+            "runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts runs the",
         ),
         (
             ["run", "pytorch2-mpich", "--hosts", "n1", "--launcher", "slurm", "--dry-run"],

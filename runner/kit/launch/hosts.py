@@ -3,10 +3,11 @@ lab gives without a batch system, reached over ssh by the MPI flavour's own laun
 
 Everything that can be checked host by host is checked before the first trial, each
 failure one line with its fix: the host answers over ssh with this user's key and a
-known host key, and holds what the trial runs (the same image conversion or native
-environment, compared by the file that names its digest).
+known host key, and holds what the trial runs (the same image conversion, native
+environment or engine image, compared by what names its digest: a file, an image id).
 """
 
+import contextlib
 import ipaddress
 import re
 import shlex
@@ -84,16 +85,35 @@ def reach(host: str) -> None:
     )
 
 
-def holds(host: str, path: Path) -> bool:
-    """Whether host has path with the same bytes as here (a small file naming a digest)."""
-    p = _ssh(host, "cat", shlex.quote(str(path)))
-    return p.returncode == 0 and p.stdout == path.read_bytes()
+def holds(host: str, identity: list[str]) -> bool:
+    """Whether host prints what this host does for the command `identity` (a small file
+    naming a digest, an engine's image id)."""
+    here = subprocess.run(identity, capture_output=True)
+    there = _ssh(host, *map(shlex.quote, identity))
+    return here.returncode == there.returncode == 0 and there.stdout == here.stdout
+
+
+def on_each(names: tuple[str, ...], argv: list[str]) -> None:
+    """argv on every host, its failures ignored (clean-up after a trial)."""
+    for host in names:
+        with contextlib.suppress(KitError):
+            _ssh(host, *map(shlex.quote, argv))
 
 
 def interface(host: str) -> str:
     """The local network interface that routes to host ("" for this host itself): MPI's
     launcher must offer the nodes an address they can reach on it, which the host name
     of a multi-homed login node need not resolve to (Hydra's -iface: a local name)."""
+    return _route(host, "dev")
+
+
+def source(host: str) -> str:
+    """This host's address on the route to host ("" for this host itself)."""
+    return _route(host, "src")
+
+
+def _route(host: str, field: str) -> str:
+    """A field of the kernel's route to host (`ip route get`), "" for a local one."""
     try:
         addr = socket.gethostbyname(host)
     except OSError:
@@ -104,8 +124,10 @@ def interface(host: str) -> str:
         p = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True)
     except FileNotFoundError:
         return ""
-    found = re.search(r"\bdev (\S+)", p.stdout)
-    return "" if found is None or found.group(1) == "lo" else found.group(1)
+    if re.search(r"\bdev lo\b", p.stdout):
+        return ""
+    found = re.search(rf"\b{field} (\S+)", p.stdout)
+    return found.group(1) if found else ""
 
 
 def subnet(iface: str) -> str:
@@ -131,13 +153,19 @@ def launcher_argv(
     ranks: int,
     route: tuple[str, str],
     env: list[str],
+    pmi_port_via: str | None = None,
 ) -> list[str]:
     """The flavour's launcher over ssh: one rank per host in turn; the connections on the
     route to the hosts (interface here, its network: see interface and subnet); env: the
-    variables the ranks must get (Hydra passes them all anyway)."""
+    variables the ranks must get (Hydra passes them all anyway). pmi_port_via: Hydra's
+    proxies give ranks a TCP port to reach them on, not an inherited socket (which a rank
+    started by a container engine's client does not get); the proxies then apply -iface
+    themselves, so this host's address on the route (see source) names it instead."""
     iface, net = route
     if flavour == "mpich":
         on = ["-iface", iface] if iface else []
+        if pmi_port_via is not None:
+            on = [*(["-localhost", pmi_port_via] if pmi_port_via else []), "-pmi-port"]
         return [mpirun, "-launcher", "ssh", "-hosts", ",".join(hosts), *on, "-np", str(ranks)]
     on = []
     if net:

@@ -9,6 +9,7 @@ resume and status handling are tested with a launcher that starts nothing.
 
 import dataclasses
 import functools
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -137,15 +138,22 @@ class Hosts(Local):
             hosts.reach(host)
 
     def check_prepared(self, rt: Runtime, prep: Prepared) -> None:
-        identity = rt.on_disk(prep)
+        if rt.pmi_port and self.flavour != "mpich":
+            raise KitError(
+                f"runtime '{rt.arm}' under --hosts runs MPICH images (Hydra gives each rank's "
+                f"container a TCP port to reach it on); this image's ranks use {self.flavour}"
+                ": run it under singularity or charliecloud there"
+            )
+        identity = rt.identity(prep)
         if identity is None:
             return
+        asked = shlex.join(identity)
         for host in self.hosts:
             if not hosts.holds(host, identity):
                 raise KitError(
-                    f"host '{host}' lacks what runtime '{rt.arm}' runs here ({identity} is "
-                    "missing there or names another digest); make it there the same way (kit "
-                    "convert, or the first native run), or share the folder with the nodes"
+                    f"host '{host}' lacks what runtime '{rt.arm}' runs here ('{asked}' answers "
+                    "otherwise there); make it there the same way (kit convert, the first "
+                    "native run, podman load), or share the folder with the nodes"
                 )
 
     def label(self, rt: Runtime, ranks: int) -> str:
@@ -162,10 +170,26 @@ class Hosts(Local):
 
     def argv(self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str]) -> list[str]:
         exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
+        via = hosts.source(self.hosts[0]) if rt.pmi_port else None
         launch = hosts.launcher_argv(
-            self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported
+            self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported, via
         )
         return [*launch, *rt.exec_argv(prep, job)]
+
+    def run(
+        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
+    ) -> Launched:
+        """As locally, and afterwards what the ranks left on the hosts is removed there."""
+        argv = self.argv(rt, prep, job, env)
+        left = rt.leftovers(job)
+
+        def cleanup() -> None:
+            rt.cleanup(job)
+            if left:
+                hosts.on_each(self.hosts, left)
+
+        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
+        return Launched(argv, outcome)
 
 
 class Slurm(Launcher):

@@ -248,13 +248,13 @@ def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
         raise KitError(f"--hosts starts ranks over ssh itself; leave out --launcher {q.launcher}")
     if other := [rt for rt in chosen if not rt.host_list]:
         why = (
-            "starts every rank in one container on this host"
+            "starts its containers through one engine, not on each host"
             if other[0].ranks_inside
             else "is not run by kit on hosts it reaches over ssh"
         )
         able = ", ".join(name for name, cls in runtimes.RUNTIMES.items() if cls.host_list)
         raise KitError(
-            f"runtime '{other[0].arm}' {why}; --hosts runs hybrid runtimes, whose ranks the "
+            f"runtime '{other[0].arm}' {why}; --hosts runs the runtimes whose ranks the "
             f"launcher starts on each host: {able}"
         )
     return names

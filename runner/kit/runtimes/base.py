@@ -122,7 +122,8 @@ class Runtime:
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
     in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
-    host_list = False  # runs under --hosts: ranks started on each host from files kit checks
+    host_list = False  # runs under --hosts: ranks started on each host from what kit checks
+    pmi_port = False  # under --hosts its ranks reach MPICH's launcher over TCP (no fd inherited)
     site_options: dict[str, SiteOption] = {}  # noqa: RUF012  (read-only) its --slurm-config keys
     client_env: tuple[str, ...] = ()  # host settings its client reads (which engine, where)
     service = ""  # a service its trials need beside the tool ("the Docker engine")
@@ -153,11 +154,16 @@ class Runtime:
             "singularity, charliecloud or native (with --native-command)"
         )
 
-    def on_disk(self, prep: Prepared) -> Path | None:
-        """The small file that names what it runs (the conversion's manifest, with the
-        image's digest), compared node by node under --hosts; None: nothing on disk."""
+    def identity(self, prep: Prepared) -> list[str] | None:
+        """A command whose output names what it runs (by default the conversion's manifest,
+        with the image's digest), which every host must print alike under --hosts."""
         manifest = Path(prep.ref).with_name(convert.MANIFEST)
-        return manifest if manifest.is_file() else None
+        return ["cat", str(manifest)] if manifest.is_file() else None
+
+    def leftovers(self, job: Job) -> list[str] | None:
+        """A command that removes what a trial's ranks leave on each host under --hosts
+        (containers whose client was killed); None: nothing outlives the ranks."""
+        return None
 
     def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
         """What it runs when the trials use the host's GPUs (driver: its version)."""

@@ -44,10 +44,10 @@ class Native(Runtime):
         software that is, only they can say; the record says it was the host's."""
         return Prepared("host", "native:host", "", "", settings=("--native-command on the host",))
 
-    def on_disk(self, prep: Prepared) -> Path | None:
+    def identity(self, prep: Prepared) -> list[str] | None:
         """The venv's stamp: its pins and where its compiled packages came from."""
         stamp = Path(prep.python).parent.parent / native_env.STAMP
-        return stamp if stamp.is_file() else None
+        return ["cat", str(stamp)] if stamp.is_file() else None
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         return job.program

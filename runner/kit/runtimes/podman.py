@@ -3,7 +3,9 @@
 Settings match Docker's (host network and IPC, the caller's uid inside, an init
 process), so Docker and Podman differ only in the engine: a daemon-less runtime
 whose containers are started by conmon in a user namespace. As with Docker, the
-ranks share one container and the image's own mpirun starts them.
+ranks share one container and the image's own mpirun starts them. Under --hosts, where
+each host runs its own Podman, the host launcher starts one container per rank instead
+(the hybrid model), which reaches MPICH's launcher over a TCP port.
 """
 
 import dataclasses
@@ -24,6 +26,13 @@ if TYPE_CHECKING:
     from kit.image.foreign import Foreign
 
 
+TRIAL_LABEL = "kit.trial"
+# what MPICH's Hydra gives a rank under -pmi-port (its proxy's address, the rank's id,
+# its place on the host), passed by name into the rank's container
+PMI_PORT_ENV = ("PMI_PORT", "PMI_ID", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
+PMI_PORT_ENV += ("MPIR_CVAR_CH3_INTERFACE_HOSTNAME",)
+
+
 class Podman(Runtime):
     name = "podman"
     product = "Podman"
@@ -34,6 +43,8 @@ class Podman(Runtime):
     fix = "apt-get install podman catatonit uidmap (as root: ci/provision)"
     in_tree = False  # conmon, not the launcher, is the container's parent
     ranks_inside = True
+    host_list = True  # daemon-less: every host runs its own; one container per rank there
+    pmi_port = True
     client_env = ("CONTAINER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF")
     client_env += ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME")  # rootless store
     gpu = Access(
@@ -46,6 +57,8 @@ class Podman(Runtime):
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
         "--userns=keep-id (the caller's uid and gid inside, rootless)",
         "--init (signals reach the benchmark; no zombie ranks)",
+        "under --hosts, one container per rank: --pid=host (its ranks on one host share "
+        "memory as native ones do) and " + base.UCX_SHM_NOTE,
     )
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
@@ -89,6 +102,36 @@ class Podman(Runtime):
         head = [self.tool, "run", "--rm", "--init", "--name", job.name]
         head += ["--userns=keep-id", "--network=host", "--ipc=host"]
         return base.one_container(head, prep, job)
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        """One rank in a container of its own (under --hosts, started by the host launcher
+        on each host): the host's network, IPC and process namespaces, MPICH's variables for
+        a rank that reaches its launcher over TCP plus the world's size (which Hydra gives
+        such a rank only through PMI), labelled with the trial for clean-up."""
+        argv = [self.tool, "run", "--rm", f"--label={TRIAL_LABEL}={job.name}"]
+        argv += ["--userns=keep-id", "--network=host", "--ipc=host", "--pid=host"]
+        argv += ["-e", "HOME=/tmp", "-e", "KIT_TRIAL", f"--env=PMI_SIZE={job.ranks}"]
+        argv += [x for k in PMI_PORT_ENV for x in ("-e", k)]
+        argv += [f"--env={k}={v}" for k, v in base.UCX_SHM.items()]
+        argv += [f"--volume={path}:{path}" for path in job.binds] + list(prep.options)
+        argv += [
+            x for k in base.user_env() if k.startswith(base.WORKLOAD_PREFIXES) for x in ("-e", k)
+        ]
+        return [*argv, *job.extra, prep.ref, *job.program]
+
+    def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
+        """One task that runs the container, whose own mpirun starts the ranks inside, as
+        locally: Slurm's PMI reaches a rank through a socket it inherits, which a rank
+        started by Podman's conmon does not."""
+        return ["srun", "--ntasks=1", *self.command(prep, job)]
+
+    def identity(self, prep: Prepared) -> list[str]:
+        """The image id the host's own store holds under the tag (each host its own Podman)."""
+        return [self.tool, "image", "inspect", "--format", "{{.Id}}", prep.ref]
+
+    def leftovers(self, job: Job) -> list[str]:
+        """A rank's container outlives its client when the launcher kills that (a timeout)."""
+        return [self.tool, "rm", "--force", "--filter", f"label={TRIAL_LABEL}={job.name}"]
 
     def cleanup(self, job: Job) -> None:
         subprocess.run([self.tool, "rm", "--force", "--ignore", job.name], capture_output=True)

@@ -1,6 +1,7 @@
 """Host lists over ssh (kit run --hosts): the list, the launchers' exact argv, and one line
 for each way a host can fail before the first trial (a stand-in ssh on PATH)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from kit import runtimes
 from kit.core.errors import KitError
 from kit.launch import hosts, launchers, process
 from kit.runtimes import Job, Prepared
+from kit.runtimes.base import WORKLOAD_PREFIXES
 
 from .test_launchers import Started
 
@@ -63,6 +65,53 @@ def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch
     ]  # fmt: skip
 
 
+def test_podman_on_a_host_list_runs_a_container_per_rank_and_clears_them_after(monkeypatch):
+    """Each host's own Podman: Hydra gives ranks a TCP port (-pmi-port), each rank's
+    container gets its variables by name, and after the trial a command removes that
+    trial's containers on every host (a killed client leaves its container running)."""
+    calls = []
+
+    def start(argv, env, timeout, name, cleanup, *args):
+        cleanup()
+        raise Started(argv)
+
+    monkeypatch.setattr(process, "run", start)
+    monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
+    monkeypatch.setattr(hosts, "subnet", lambda iface: "10.77.0.0/24")
+    monkeypatch.setattr(hosts, "source", lambda host: "10.77.0.254")
+    monkeypatch.setattr(hosts, "on_each", lambda names, argv: calls.append((names, argv)))
+    for k in list(os.environ):
+        if k.startswith(WORKLOAD_PREFIXES):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    rt = runtimes.get("podman")
+    monkeypatch.setattr(rt, "cleanup", lambda job: None)
+    prep = Prepared("localhost/kit/p:1", "sha256:1", "/opt/kit/venv/bin/python", "/b")
+    job = Job(["/opt/kit/venv/bin/python", "/b/mpi_bench.py"], 2, "mpirun.mpich", "kit-t1")
+    two = ("kitn1", "kitn2")
+    with pytest.raises(Started) as started:
+        launchers.Hosts(two, "mpich").run(rt, prep, job, {"KIT_TRIAL": "t"}, 60, "")
+    assert started.value.args[0] == [
+        "mpirun.mpich", "-launcher", "ssh", "-hosts", "kitn1,kitn2",
+        "-localhost", "10.77.0.254", "-pmi-port", "-np", "2",
+        "podman", "run", "--rm", "--label=kit.trial=kit-t1",
+        "--userns=keep-id", "--network=host", "--ipc=host", "--pid=host",
+        "-e", "HOME=/tmp", "-e", "KIT_TRIAL", "--env=PMI_SIZE=2", "-e", "PMI_PORT",
+        "-e", "PMI_ID",
+        "-e", "MPI_LOCALNRANKS", "-e", "MPI_LOCALRANKID",
+        "-e", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME",
+        "--env=UCX_POSIX_USE_PROC_LINK=n", "--env=UCX_TLS=^cma",
+        "--env=OMPI_MCA_btl_vader_single_copy_mechanism=none",
+        "-e", "OMP_NUM_THREADS", "localhost/kit/p:1", *job.program,
+    ]  # fmt: skip
+    assert calls == [(two, ["podman", "rm", "--force", "--filter", "label=kit.trial=kit-t1"])]
+    assert rt.identity(prep) == [
+        "podman", "image", "inspect", "--format", "{{.Id}}", "localhost/kit/p:1"
+    ]  # fmt: skip
+    with pytest.raises(KitError, match=r"^runtime 'podman' under --hosts runs MPICH images"):
+        launchers.Hosts(two, "openmpi").check_prepared(rt, prep)
+
+
 def fake_ssh(folder: Path, monkeypatch, said: str, rc: int) -> None:
     ssh = folder / "ssh"
     ssh.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit {rc}\n")
@@ -104,9 +153,9 @@ def test_a_node_without_the_image_is_refused_before_the_first_trial(tmp_path, mo
     manifest.write_text('{"digest": "sha256:1"}')
     prep = Prepared(str(tmp_path / "image.sif"), "sha256:1", "/py", "/b")
     seen = {"kitn1": manifest.read_bytes(), "kitn2": b'{"digest": "sha256:0"}'}
-    monkeypatch.setattr(hosts, "holds", lambda host, path: seen[host] == path.read_bytes())
+    monkeypatch.setattr(hosts, "holds", lambda host, argv: seen[host] == Path(argv[1]).read_bytes())
     rt = runtimes.get("charliecloud")
-    assert rt.on_disk(prep) == manifest
+    assert rt.identity(prep) == ["cat", str(manifest)]
     with pytest.raises(KitError, match=r"^host 'kitn2' lacks what runtime 'charliecloud' runs"):
         launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
     seen["kitn2"] = seen["kitn1"]

@@ -107,6 +107,15 @@ def test_docker_only_where_the_site_allows_it():
     assert " kit/x:1 mpirun -np 2 /opt/kit/venv/bin/python " in text
 
 
+def test_podman_runs_one_container_a_job_whose_own_mpirun_starts_the_ranks():
+    """Not a container per rank (Slurm's PMI socket does not reach a rank conmon starts):
+    this step once wrote one podman per rank under srun --mpi=pmi2, and before that
+    stopped with a traceback."""
+    text = script("podman", "localhost/kit/x:1")
+    assert "\nsrun --ntasks=1 podman run --rm --init --name kit-c-1 --userns=keep-id " in text
+    assert " localhost/kit/x:1 mpirun -np 2 /opt/kit/venv/bin/python " in text
+
+
 def test_site_config(tmp_path):
     f = tmp_path / "site.toml"
     f.write_text(
