@@ -535,10 +535,10 @@ def _run(sub: argparse._SubParsersAction) -> None:
         help="start the ranks over ssh on these hosts, one rank a host in turn, with the "
         "image flavour's own launcher (MPICH's Hydra -hosts, Open MPI's -H), no scheduler; "
         "each rank in the runtime on its host: native, singularity, singularity-bind, "
-        "charliecloud, and podman with MPICH images (each host's own Podman, a container per "
-        "rank); not docker. Checked before the first trial: each host answers ssh without a "
-        "prompt and holds the same image conversion, native environment or Podman image "
-        "(its digest compared)",
+        "charliecloud, and podman or docker with MPICH images (each host's own engine, a "
+        "container per rank). Checked before the first trial: each host answers ssh without "
+        "a prompt, holds the same image conversion, native environment or engine image (its "
+        "digest compared) and, for docker, answers from an engine of its own",
     )
     g.add_argument(
         "--hostfile",

@@ -90,8 +90,9 @@ def test_horovod_under_slurm_across_the_nodes(horovod, cluster, tmp_path):
 
 
 def test_a_host_that_fails_is_one_line_before_the_first_trial(pytorch2, tmp_path):
-    """An unknown host, a host key ssh does not know (the node's bare address) and a node
-    without the image's conversion (kitn3)."""
+    """An unknown host, a host key ssh does not know (the node's bare address), a node
+    without the image's conversion (kitn3), and Docker where the nodes share the host's
+    engine (whose containers would run in its namespaces, not the nodes')."""
     for hosts, runtime, said in (
         ("kitn1,kitn9", "native", "host 'kitn9' cannot be reached over ssh (ssh: Could not "
          "resolve hostname kitn9"),
@@ -99,6 +100,8 @@ def test_a_host_that_fails_is_one_line_before_the_first_trial(pytorch2, tmp_path
          "(Host key verification failed.)"),
         ("kitn1,kitn3", "singularity", "host 'kitn3' lacks what runtime 'singularity' runs "
          "here"),
+        ("kitn1,kitn2", "docker", "runtime 'docker' under --hosts needs an engine on each "
+         "host; 'kitn1' and 'kitn2' answer from the same one ("),
     ):  # fmt: skip
         out = tmp_path / hosts
         p = kit(

@@ -41,22 +41,10 @@ def kit(*args, env=None):
         ),
         (["run", "pytorch-mpich", "--emit", "d", "--dry-run"], "go with --launcher slurm"),
         (
-            [
-                "run",
-                "pytorch2-mpich",
-                "--hosts",
-                "n1,n2",
-                "--runtime",
-                "native,docker",
-                "--dry-run",
-            ],
-            "kit: error: runtime 'docker' starts its containers through one engine, not on each "
-            "host; --hosts runs the runtimes whose ranks the launcher starts on each host: "
-            "charliecloud, native, podman, singularity, singularity-bind",
-        ),
-        (
             ["run", "pytorch2-mpich", "--hosts", "n1,n2", "--runtime", "shifter", "--dry-run"],
-            "runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts runs the",
+            "kit: error: runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts "
+            "runs the runtimes whose ranks the launcher starts on each host: charliecloud, docker, "
+            "native, podman, singularity, singularity-bind",
         ),
         (
             ["run", "pytorch2-mpich", "--hosts", "n1", "--launcher", "slurm", "--dry-run"],

@@ -14,8 +14,12 @@ import shlex
 import socket
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit.core.errors import KitError
+
+if TYPE_CHECKING:
+    from kit.runtimes.base import Leftovers
 
 SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -93,11 +97,22 @@ def holds(host: str, identity: list[str]) -> bool:
     return here.returncode == there.returncode == 0 and there.stdout == here.stdout
 
 
-def on_each(names: tuple[str, ...], argv: list[str]) -> None:
-    """argv on every host, its failures ignored (clean-up after a trial)."""
+def clear(names: tuple[str, ...], left: "Leftovers") -> None:
+    """Remove on every host what a trial left there (failures ignored: clean-up)."""
     for host in names:
         with contextlib.suppress(KitError):
-            _ssh(host, *map(shlex.quote, argv))
+            ids = _ssh(host, *map(shlex.quote, left.find)).stdout.decode().split()
+            if ids:
+                _ssh(host, *map(shlex.quote, left.remove), *map(shlex.quote, ids))
+
+
+def engines(names: tuple[str, ...], argv: tuple[str, ...]) -> dict[str, str]:
+    """What `argv` (an engine's id) prints on each host ("" where it fails)."""
+    out = {}
+    for host in names:
+        p = _ssh(host, *map(shlex.quote, argv))
+        out[host] = p.stdout.decode().strip() if p.returncode == 0 else ""
+    return out
 
 
 def interface(host: str) -> str:

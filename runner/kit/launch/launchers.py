@@ -144,6 +144,8 @@ class Hosts(Local):
                 f"container a TCP port to reach it on); this image's ranks use {self.flavour}"
                 ": run it under singularity or charliecloud there"
             )
+        if rt.engine_id:
+            self._own_engines(rt)
         identity = rt.identity(prep)
         if identity is None:
             return
@@ -155,6 +157,26 @@ class Hosts(Local):
                     "otherwise there); make it there the same way (kit convert, the first "
                     "native run, podman load), or share the folder with the nodes"
                 )
+
+    def _own_engines(self, rt: Runtime) -> None:
+        """Each host must answer from an engine of its own: one engine's containers run in
+        its namespaces, not those of the host whose launcher started the rank."""
+        ids = hosts.engines(self.hosts, rt.engine_id)
+        seen: dict[str, str] = {}
+        for host, engine_id in ids.items():
+            if not engine_id:
+                raise KitError(
+                    f"host '{host}': {rt.service} does not answer there ('"
+                    f"{shlex.join(rt.engine_id)}' failed); start it there, or leave runtime "
+                    f"'{rt.arm}' out"
+                )
+            if first := seen.get(engine_id):
+                raise KitError(
+                    f"runtime '{rt.arm}' under --hosts needs an engine on each host; '{first}' "
+                    f"and '{host}' answer from the same one ({engine_id[:24]}), whose containers "
+                    "run in its own namespaces, not the hosts': use podman, or a hybrid runtime"
+                )
+            seen[engine_id] = host
 
     def label(self, rt: Runtime, ranks: int) -> str:
         return HOSTS_LABEL
@@ -186,7 +208,7 @@ class Hosts(Local):
         def cleanup() -> None:
             rt.cleanup(job)
             if left:
-                hosts.on_each(self.hosts, left)
+                hosts.clear(self.hosts, left)
 
         outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)

@@ -247,15 +247,10 @@ def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
     if q.launcher != "local":
         raise KitError(f"--hosts starts ranks over ssh itself; leave out --launcher {q.launcher}")
     if other := [rt for rt in chosen if not rt.host_list]:
-        why = (
-            "starts its containers through one engine, not on each host"
-            if other[0].ranks_inside
-            else "is not run by kit on hosts it reaches over ssh"
-        )
         able = ", ".join(name for name, cls in runtimes.RUNTIMES.items() if cls.host_list)
         raise KitError(
-            f"runtime '{other[0].arm}' {why}; --hosts runs the runtimes whose ranks the "
-            f"launcher starts on each host: {able}"
+            f"runtime '{other[0].arm}' is not run by kit on hosts it reaches over ssh; --hosts "
+            f"runs the runtimes whose ranks the launcher starts on each host: {able}"
         )
     return names
 

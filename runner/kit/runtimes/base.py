@@ -87,6 +87,45 @@ def one_container(head: list[str], prep: Prepared, job: Job) -> list[str]:
     return [*argv, *job.extra, prep.ref, *mpirun(inside), *job.program]
 
 
+TRIAL_LABEL = "kit.trial"  # on every container of a trial's ranks under --hosts
+# what MPICH's Hydra gives a rank under -pmi-port (its proxy's address, the rank's id,
+# its place on the host), passed by name into the rank's container
+PMI_PORT_ENV = ("PMI_PORT", "PMI_ID", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
+PMI_PORT_ENV += ("MPIR_CVAR_CH3_INTERFACE_HOSTNAME",)
+
+
+def rank_container(head: list[str], prep: Prepared, job: Job) -> list[str]:
+    """An engine's `run` command (head: the engine, `run` and how it maps the caller's
+    user) for one rank of a job whose host launcher starts a container per rank (under
+    --hosts): the host's network, IPC and process namespaces, MPICH's variables for a rank
+    that reaches its launcher over TCP plus the world's size (which Hydra gives such a
+    rank only through PMI), UCX's settings for ranks in separate containers, labelled
+    with the trial for clean-up."""
+    argv = [*head, "--rm", f"--label={TRIAL_LABEL}={job.name}"]
+    argv += ["--network=host", "--ipc=host", "--pid=host"]
+    argv += ["-e", "HOME=/tmp", "-e", "KIT_TRIAL", f"--env=PMI_SIZE={job.ranks}"]
+    argv += [x for k in PMI_PORT_ENV for x in ("-e", k)]
+    argv += [f"--env={k}={v}" for k, v in UCX_SHM.items()]
+    argv += [f"--volume={path}:{path}" for path in job.binds] + list(prep.options)
+    argv += [x for k in user_env() if k.startswith(WORKLOAD_PREFIXES) for x in ("-e", k)]
+    return [*argv, *job.extra, prep.ref, *job.program]
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a trial's ranks may leave on a host (containers whose client was killed, e.g.
+    at a timeout): `find` prints their ids, one a line; `remove` plus the ids removes them."""
+
+    find: list[str]
+    remove: list[str]
+
+
+def rank_containers(tool: str, job: Job) -> Leftovers:
+    """A trial's rank containers (rank_container), found by their label."""
+    label = f"label={TRIAL_LABEL}={job.name}"
+    return Leftovers([tool, "ps", "--all", "--quiet", "--filter", label], [tool, "rm", "--force"])
+
+
 def tool_version(argv: list[str]) -> str:
     """The first line a tool prints about its version, or "unknown"."""
     try:
@@ -124,6 +163,7 @@ class Runtime:
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
     host_list = False  # runs under --hosts: ranks started on each host from what kit checks
     pmi_port = False  # under --hosts its ranks reach MPICH's launcher over TCP (no fd inherited)
+    engine_id: tuple[str, ...] = ()  # under --hosts: prints its engine's id, unique to a host
     site_options: dict[str, SiteOption] = {}  # noqa: RUF012  (read-only) its --slurm-config keys
     client_env: tuple[str, ...] = ()  # host settings its client reads (which engine, where)
     service = ""  # a service its trials need beside the tool ("the Docker engine")
@@ -160,9 +200,9 @@ class Runtime:
         manifest = Path(prep.ref).with_name(convert.MANIFEST)
         return ["cat", str(manifest)] if manifest.is_file() else None
 
-    def leftovers(self, job: Job) -> list[str] | None:
-        """A command that removes what a trial's ranks leave on each host under --hosts
-        (containers whose client was killed); None: nothing outlives the ranks."""
+    def leftovers(self, job: Job) -> Leftovers | None:
+        """What a trial's ranks may leave on each host under --hosts; None: nothing
+        outlives them."""
         return None
 
     def with_gpus(self, prep: Prepared, driver: str) -> Prepared:

@@ -3,6 +3,8 @@
 Docker's client does not pass the host launcher's PMI connection into the
 container, so the host mpirun cannot wire up ranks here (unlike Apptainer or
 Charliecloud); ranks share one container, launched by the image's own mpirun.
+Under --hosts, where each host runs an engine of its own, the host launcher starts a
+container per rank, which reaches MPICH's launcher over a TCP port instead.
 """
 
 import dataclasses
@@ -34,6 +36,9 @@ class Docker(Runtime):
     fix = "install docker.io and start dockerd (as root: ci/provision)"
     in_tree = False
     ranks_inside = True
+    host_list = True  # where each host runs its own engine: one container per rank there
+    pmi_port = True
+    engine_id = ("docker", "info", "--format", "{{.ID}}")
     client_env = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_TLS_VERIFY")
     client_env += ("DOCKER_CERT_PATH",)
     service = "the Docker engine"
@@ -53,6 +58,8 @@ class Docker(Runtime):
         "--ipc=host (no 64 MB /dev/shm limit on MPI shared memory)",
         "--user UID:GID of the caller (no root inside)",
         "--init (signals reach the benchmark; no zombie ranks)",
+        "under --hosts, each host's own engine, one container per rank: --pid=host (its "
+        "ranks on one host share memory as native ones do) and " + base.UCX_SHM_NOTE,
     )
 
     def check(self) -> None:
@@ -78,6 +85,19 @@ class Docker(Runtime):
         head = [engine.docker(), "run", "--rm", "--init", "--name", job.name]
         head += ["--user", f"{os.getuid()}:{os.getgid()}", "--network=host", "--ipc=host"]
         return base.one_container(head, prep, job)
+
+    def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        """One rank in a container of its own (under --hosts, started on each host by its
+        engine, whose client there is `docker` on PATH)."""
+        head = [self.tool, "run", "--user", f"{os.getuid()}:{os.getgid()}"]
+        return base.rank_container(head, prep, job)
+
+    def identity(self, prep: Prepared) -> list[str]:
+        """The image id the host's engine holds under the tag."""
+        return [self.tool, "image", "inspect", "--format", "{{.Id}}", prep.ref]
+
+    def leftovers(self, job: Job) -> base.Leftovers:
+        return base.rank_containers(self.tool, job)
 
     def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
         """One task that runs the container, whose own mpirun starts the ranks inside."""

@@ -26,13 +26,6 @@ if TYPE_CHECKING:
     from kit.image.foreign import Foreign
 
 
-TRIAL_LABEL = "kit.trial"
-# what MPICH's Hydra gives a rank under -pmi-port (its proxy's address, the rank's id,
-# its place on the host), passed by name into the rank's container
-PMI_PORT_ENV = ("PMI_PORT", "PMI_ID", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
-PMI_PORT_ENV += ("MPIR_CVAR_CH3_INTERFACE_HOSTNAME",)
-
-
 class Podman(Runtime):
     name = "podman"
     product = "Podman"
@@ -104,20 +97,8 @@ class Podman(Runtime):
         return base.one_container(head, prep, job)
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
-        """One rank in a container of its own (under --hosts, started by the host launcher
-        on each host): the host's network, IPC and process namespaces, MPICH's variables for
-        a rank that reaches its launcher over TCP plus the world's size (which Hydra gives
-        such a rank only through PMI), labelled with the trial for clean-up."""
-        argv = [self.tool, "run", "--rm", f"--label={TRIAL_LABEL}={job.name}"]
-        argv += ["--userns=keep-id", "--network=host", "--ipc=host", "--pid=host"]
-        argv += ["-e", "HOME=/tmp", "-e", "KIT_TRIAL", f"--env=PMI_SIZE={job.ranks}"]
-        argv += [x for k in PMI_PORT_ENV for x in ("-e", k)]
-        argv += [f"--env={k}={v}" for k, v in base.UCX_SHM.items()]
-        argv += [f"--volume={path}:{path}" for path in job.binds] + list(prep.options)
-        argv += [
-            x for k in base.user_env() if k.startswith(base.WORKLOAD_PREFIXES) for x in ("-e", k)
-        ]
-        return [*argv, *job.extra, prep.ref, *job.program]
+        """One rank in a container of its own (under --hosts, started on each host)."""
+        return base.rank_container([self.tool, "run", "--userns=keep-id"], prep, job)
 
     def slurm_step(self, prep: Prepared, job: Job, site, launcher: list[str]) -> list[str]:
         """One task that runs the container, whose own mpirun starts the ranks inside, as
@@ -126,12 +107,11 @@ class Podman(Runtime):
         return ["srun", "--ntasks=1", *self.command(prep, job)]
 
     def identity(self, prep: Prepared) -> list[str]:
-        """The image id the host's own store holds under the tag (each host its own Podman)."""
+        """The image id the host's own store holds under the tag."""
         return [self.tool, "image", "inspect", "--format", "{{.Id}}", prep.ref]
 
-    def leftovers(self, job: Job) -> list[str]:
-        """A rank's container outlives its client when the launcher kills that (a timeout)."""
-        return [self.tool, "rm", "--force", "--filter", f"label={TRIAL_LABEL}={job.name}"]
+    def leftovers(self, job: Job) -> base.Leftovers:
+        return base.rank_containers(self.tool, job)
 
     def cleanup(self, job: Job) -> None:
         subprocess.run([self.tool, "rm", "--force", "--ignore", job.name], capture_output=True)

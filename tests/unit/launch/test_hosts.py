@@ -10,7 +10,7 @@ from kit import runtimes
 from kit.core.errors import KitError
 from kit.launch import hosts, launchers, process
 from kit.runtimes import Job, Prepared
-from kit.runtimes.base import WORKLOAD_PREFIXES
+from kit.runtimes.base import WORKLOAD_PREFIXES, Leftovers
 
 from .test_launchers import Started
 
@@ -65,11 +65,17 @@ def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch
     ]  # fmt: skip
 
 
-def test_podman_on_a_host_list_runs_a_container_per_rank_and_clears_them_after(monkeypatch):
-    """Each host's own Podman: Hydra gives ranks a TCP port (-pmi-port), each rank's
-    container gets its variables by name, and after the trial a command removes that
-    trial's containers on every host (a killed client leaves its container running)."""
-    calls = []
+@pytest.mark.parametrize(
+    ("name", "user"),
+    [("podman", ["--userns=keep-id"]), ("docker", ["--user", f"{os.getuid()}:{os.getgid()}"])],
+)
+def test_an_engine_on_a_host_list_runs_a_container_per_rank_and_clears_them_after(
+    monkeypatch, name, user
+):
+    """Each host's own engine: Hydra gives ranks a TCP port (-pmi-port), each rank's
+    container gets its variables by name, and after the trial that trial's containers
+    are found and removed on every host (a killed client leaves its container running)."""
+    cleared = []
 
     def start(argv, env, timeout, name, cleanup, *args):
         cleanup()
@@ -79,12 +85,12 @@ def test_podman_on_a_host_list_runs_a_container_per_rank_and_clears_them_after(m
     monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
     monkeypatch.setattr(hosts, "subnet", lambda iface: "10.77.0.0/24")
     monkeypatch.setattr(hosts, "source", lambda host: "10.77.0.254")
-    monkeypatch.setattr(hosts, "on_each", lambda names, argv: calls.append((names, argv)))
+    monkeypatch.setattr(hosts, "clear", lambda names, left: cleared.append((names, left)))
     for k in list(os.environ):
         if k.startswith(WORKLOAD_PREFIXES):
             monkeypatch.delenv(k)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    rt = runtimes.get("podman")
+    rt = runtimes.get(name)
     monkeypatch.setattr(rt, "cleanup", lambda job: None)
     prep = Prepared("localhost/kit/p:1", "sha256:1", "/opt/kit/venv/bin/python", "/b")
     job = Job(["/opt/kit/venv/bin/python", "/b/mpi_bench.py"], 2, "mpirun.mpich", "kit-t1")
@@ -94,22 +100,44 @@ def test_podman_on_a_host_list_runs_a_container_per_rank_and_clears_them_after(m
     assert started.value.args[0] == [
         "mpirun.mpich", "-launcher", "ssh", "-hosts", "kitn1,kitn2",
         "-localhost", "10.77.0.254", "-pmi-port", "-np", "2",
-        "podman", "run", "--rm", "--label=kit.trial=kit-t1",
-        "--userns=keep-id", "--network=host", "--ipc=host", "--pid=host",
+        name, "run", *user, "--rm", "--label=kit.trial=kit-t1",
+        "--network=host", "--ipc=host", "--pid=host",
         "-e", "HOME=/tmp", "-e", "KIT_TRIAL", "--env=PMI_SIZE=2", "-e", "PMI_PORT",
-        "-e", "PMI_ID",
-        "-e", "MPI_LOCALNRANKS", "-e", "MPI_LOCALRANKID",
+        "-e", "PMI_ID", "-e", "MPI_LOCALNRANKS", "-e", "MPI_LOCALRANKID",
         "-e", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME",
         "--env=UCX_POSIX_USE_PROC_LINK=n", "--env=UCX_TLS=^cma",
         "--env=OMPI_MCA_btl_vader_single_copy_mechanism=none",
         "-e", "OMP_NUM_THREADS", "localhost/kit/p:1", *job.program,
     ]  # fmt: skip
-    assert calls == [(two, ["podman", "rm", "--force", "--filter", "label=kit.trial=kit-t1"])]
-    assert rt.identity(prep) == [
-        "podman", "image", "inspect", "--format", "{{.Id}}", "localhost/kit/p:1"
+    assert cleared == [
+        (two, Leftovers(
+            [name, "ps", "--all", "--quiet", "--filter", "label=kit.trial=kit-t1"],
+            [name, "rm", "--force"],
+        ))
     ]  # fmt: skip
-    with pytest.raises(KitError, match=r"^runtime 'podman' under --hosts runs MPICH images"):
+    assert rt.identity(prep) == [name, "image", "inspect", "--format", "{{.Id}}", prep.ref]
+    with pytest.raises(KitError, match=rf"^runtime '{name}' under --hosts runs MPICH images"):
         launchers.Hosts(two, "openmpi").check_prepared(rt, prep)
+
+
+def test_docker_on_a_host_list_needs_an_engine_on_each_host(monkeypatch):
+    """One engine answering for two hosts (a shared socket, DOCKER_HOST) would run every
+    rank in its own namespaces: refused with one line, as is a host with no engine."""
+    rt = runtimes.get("docker")
+    prep = Prepared("kit/p:1", "sha256:1", "/py", "/b")
+    monkeypatch.setattr(hosts, "holds", lambda host, argv: True)
+    for ids, said in (
+        ({"kitn1": "ENG-A", "kitn2": "ENG-A"}, "runtime 'docker' under --hosts needs an engine "
+         "on each host; 'kitn1' and 'kitn2' answer from the same one (ENG-A), whose containers "
+         "run in its own namespaces, not the hosts': use podman, or a hybrid runtime"),
+        ({"kitn1": "ENG-A", "kitn2": ""}, "host 'kitn2': the Docker engine does not answer there "),
+    ):  # fmt: skip
+        monkeypatch.setattr(hosts, "engines", lambda names, argv, ids=ids: ids)
+        with pytest.raises(KitError) as e:
+            launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
+        assert str(e.value).startswith(said)
+    monkeypatch.setattr(hosts, "engines", lambda names, argv: {"kitn1": "A", "kitn2": "B"})
+    launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
 
 
 def fake_ssh(folder: Path, monkeypatch, said: str, rc: int) -> None:
