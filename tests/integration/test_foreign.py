@@ -3,6 +3,7 @@ build, without a shell or Python and with an entrypoint of its own, measured und
 runtime and reported under its own figure's name and unit."""
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -264,9 +265,10 @@ def test_kit_import_builds_with_apptainer_alone_then_runs(definition, loop, tmp_
     sif = tmp_path / "loop.sif"
     assert f"built: kit run --image {sif}" in p.stdout
     out = tmp_path / "run"
+    cache = {**os.environ, "KIT_CACHE": str(tmp_path / "cache")}  # a new SIF path each run
     kit("run", "--image", str(sif), "--command", "/opt/loop/bin/loop 3000000", *METRIC,
         "--runtime", "singularity,charliecloud", "--repeats", "1", "--warmup-trials", "0",
-        "--out", str(out))  # fmt: skip
+        "--out", str(out), env=cache)  # fmt: skip
     assert [r["status"] for r in records(out)] == ["ok", "ok"]
 
 
