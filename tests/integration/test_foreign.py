@@ -147,7 +147,8 @@ def test_a_foreign_image_and_command_under_every_runtime_then_report(loop, tmp_p
     assert not leftovers()
 
     # The SIF kit made, given alone: Apptainer runs it, Charliecloud its own partition.
-    sif = next((Path.home() / ".cache/kit/images").glob("foreign-*/*/image.sif"))
+    folder = image_id.split(":")[-1][:16]  # any other foreign image's SIF may be there too
+    sif = next((Path.home() / ".cache/kit/images").glob(f"foreign-*/{folder}/image.sif"))
     alone = tmp_path / "sif"
     kit("run", "--image", str(sif), "--command", "/loop 3000000", *METRIC,
         "--runtime", "singularity,charliecloud", "--repeats", "1", "--warmup-trials", "0",
