@@ -54,11 +54,12 @@ def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _ssh(host: str, *command: str) -> subprocess.CompletedProcess:
-    """command on host over ssh, without a prompt; a KitError when ssh cannot be run or the
-    host does not answer."""
+def _ssh(host: str, *argv: str) -> subprocess.CompletedProcess:
+    """argv on host over ssh, without a prompt (each word quoted: ssh hands the remote
+    shell one line); a KitError when ssh cannot be run or the host does not answer."""
     try:
-        return subprocess.run([*SSH, host, *command], capture_output=True, timeout=60)
+        remote = map(shlex.quote, argv)
+        return subprocess.run([*SSH, host, *remote], capture_output=True, timeout=60)
     except FileNotFoundError:
         raise KitError("--hosts starts ranks over ssh: install openssh-client") from None
     except subprocess.TimeoutExpired:
@@ -89,28 +90,33 @@ def reach(host: str) -> None:
     )
 
 
-def holds(host: str, identity: list[str]) -> bool:
-    """Whether host prints what this host does for the command `identity` (a small file
-    naming a digest, an engine's image id)."""
-    here = subprocess.run(identity, capture_output=True)
-    there = _ssh(host, *map(shlex.quote, identity))
-    return here.returncode == there.returncode == 0 and there.stdout == here.stdout
+def answer(argv: list[str]) -> bytes | None:
+    """What argv prints here (None when it fails): what each host must print alike."""
+    p = subprocess.run(argv, capture_output=True)
+    return p.stdout if p.returncode == 0 else None
+
+
+def holds(host: str, identity: list[str], here: bytes | None) -> bool:
+    """Whether host prints `here`, this host's answer (see answer), for the command
+    `identity` (a small file naming a digest, an engine's image id)."""
+    there = _ssh(host, *identity)
+    return here is not None and there.returncode == 0 and there.stdout == here
 
 
 def clear(names: tuple[str, ...], left: "Leftovers") -> None:
     """Remove on every host what a trial left there (failures ignored: clean-up)."""
     for host in names:
         with contextlib.suppress(KitError):
-            ids = _ssh(host, *map(shlex.quote, left.find)).stdout.decode().split()
+            ids = _ssh(host, *left.find).stdout.decode().split()
             if ids:
-                _ssh(host, *map(shlex.quote, left.remove), *map(shlex.quote, ids))
+                _ssh(host, *left.remove, *ids)
 
 
 def engines(names: tuple[str, ...], argv: tuple[str, ...]) -> dict[str, str]:
     """What `argv` (an engine's id) prints on each host ("" where it fails)."""
     out = {}
     for host in names:
-        p = _ssh(host, *map(shlex.quote, argv))
+        p = _ssh(host, *argv)
         out[host] = p.stdout.decode().strip() if p.returncode == 0 else ""
     return out
 

@@ -90,9 +90,13 @@ class Local(Launcher):
         self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
     ) -> Launched:
         argv = self.argv(rt, prep, job, env)
-        cleanup = lambda: rt.cleanup(job)  # noqa: E731
+        cleanup = lambda: self.cleanup(rt, job)  # noqa: E731
         outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)
+
+    def cleanup(self, rt: Runtime, job: Job) -> None:
+        """Remove what the trial left (containers, mounts), once its processes are gone."""
+        rt.cleanup(job)
 
 
 class Torchrun(Local):
@@ -124,7 +128,8 @@ class Torchrun(Local):
 class Hosts(Local):
     """On a host list over ssh, no scheduler (cloud VMs, a lab's nodes): the flavour's own
     launcher (MPICH's Hydra -hosts, Open MPI's -H) starts one rank per host in turn, each
-    in the runtime there (the hybrid model: native, Apptainer, Charliecloud)."""
+    in the runtime there (the hybrid model: native, Apptainer, Charliecloud; an engine's
+    container per rank: Podman, Docker)."""
 
     name = "hosts"
     elsewhere = True
@@ -149,9 +154,9 @@ class Hosts(Local):
         identity = rt.identity(prep)
         if identity is None:
             return
-        asked = shlex.join(identity)
+        asked, here = shlex.join(identity), hosts.answer(identity)
         for host in self.hosts:
-            if not hosts.holds(host, identity):
+            if not hosts.holds(host, identity, here):
                 raise KitError(
                     f"host '{host}' lacks what runtime '{rt.arm}' runs here ('{asked}' answers "
                     "otherwise there); make it there the same way (kit convert, the first "
@@ -190,28 +195,24 @@ class Hosts(Local):
         iface = hosts.interface(self.hosts[0])
         return iface, hosts.subnet(iface)
 
+    @functools.cached_property
+    def source(self) -> str:
+        """This host's address on that route (found once)."""
+        return hosts.source(self.hosts[0])
+
     def argv(self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str]) -> list[str]:
         exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
-        via = hosts.source(self.hosts[0]) if rt.pmi_port else None
+        via = self.source if rt.pmi_port else None
         launch = hosts.launcher_argv(
             self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported, via
         )
         return [*launch, *rt.exec_argv(prep, job)]
 
-    def run(
-        self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str], timeout: float, title: str
-    ) -> Launched:
-        """As locally, and afterwards what the ranks left on the hosts is removed there."""
-        argv = self.argv(rt, prep, job, env)
-        left = rt.leftovers(job)
-
-        def cleanup() -> None:
-            rt.cleanup(job)
-            if left:
-                hosts.clear(self.hosts, left)
-
-        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
-        return Launched(argv, outcome)
+    def cleanup(self, rt: Runtime, job: Job) -> None:
+        """As locally, and what the ranks left on the hosts is removed there."""
+        rt.cleanup(job)
+        if left := rt.leftovers(job):
+            hosts.clear(self.hosts, left)
 
 
 class Slurm(Launcher):

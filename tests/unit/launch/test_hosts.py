@@ -125,7 +125,7 @@ def test_docker_on_a_host_list_needs_an_engine_on_each_host(monkeypatch):
     rank in its own namespaces: refused with one line, as is a host with no engine."""
     rt = runtimes.get("docker")
     prep = Prepared("kit/p:1", "sha256:1", "/py", "/b")
-    monkeypatch.setattr(hosts, "holds", lambda host, argv: True)
+    monkeypatch.setattr(hosts, "holds", lambda host, argv, here: True)
     for ids, said in (
         ({"kitn1": "ENG-A", "kitn2": "ENG-A"}, "runtime 'docker' under --hosts needs an engine "
          "on each host; 'kitn1' and 'kitn2' answer from the same one (ENG-A), whose containers "
@@ -181,7 +181,7 @@ def test_a_node_without_the_image_is_refused_before_the_first_trial(tmp_path, mo
     manifest.write_text('{"digest": "sha256:1"}')
     prep = Prepared(str(tmp_path / "image.sif"), "sha256:1", "/py", "/b")
     seen = {"kitn1": manifest.read_bytes(), "kitn2": b'{"digest": "sha256:0"}'}
-    monkeypatch.setattr(hosts, "holds", lambda host, argv: seen[host] == Path(argv[1]).read_bytes())
+    monkeypatch.setattr(hosts, "holds", lambda host, argv, here: seen[host] == here)
     rt = runtimes.get("charliecloud")
     assert rt.identity(prep) == ["cat", str(manifest)]
     with pytest.raises(KitError, match=r"^host 'kitn2' lacks what runtime 'charliecloud' runs"):
