@@ -47,6 +47,7 @@ class Outcome:
     cause: str = ""  # a failed trial ended by a signal: which, as far as can be told
     oom_killed: bool = False  # a rank died of SIGKILL while the kernel's OOM killer acted
     mpi_loaded: tuple[str, ...] = ()  # watched for: the MPI library files its ranks mapped
+    output: str = ""  # a trial that did not end ok: all it printed (stderr, then stdout)
 
 
 # Who reports a rank's death by a signal, and how: MPICH's Hydra (4.x, then 3.x), Open MPI
@@ -360,7 +361,8 @@ def run(
         if not why and proc.returncode == 0:
             why = unread
     loaded = tuple(sorted(tree.mpi_loaded))
-    return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom, loaded)
+    whole = "" if status == "ok" else f"== stderr ==\n{stderr}\n== stdout ==\n{stdout}"
+    return Outcome(status, proc.returncode, wall, result, tail, stuck, why, oom, loaded, whole)
 
 
 def read_result(

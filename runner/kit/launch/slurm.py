@@ -173,6 +173,7 @@ def submit(
             result,
             tail,
             cause=(process.cause(outcome.exit_code, text) or unread) if status == "failed" else "",
+            output="" if status == "ok" else f"{outcome.output}\n== job output ==\n{text}",
         ),
         {"job_id": job_id, "nodes": nodes, "script": str(path)},
     )

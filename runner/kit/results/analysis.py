@@ -170,7 +170,7 @@ class Analysis:
     started: list[str] = field(default_factory=list)  # the first and last trial's start
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
     images: dict[str, str] = field(default_factory=dict)  # image -> recipe version and stack
-    crowded: list[str] = field(default_factory=list)  # --hosts trials on fewer hosts than asked
+    crowded: list[str] = field(default_factory=list)  # trials on fewer hosts than spread over
     metrics: dict[str, benches.Metric] = field(default_factory=dict)  # bench -> its metric
 
     def metric(self, bench: str) -> "benches.Metric":
@@ -179,15 +179,16 @@ class Analysis:
 
 
 def _crowded(r: dict) -> str:
-    """What a --hosts trial whose ranks ran on fewer hosts than it spread them over says
-    ("": none such): its figures are not across nodes, whatever the launcher was asked."""
-    asked = r.get("host_list") or []
+    """What a trial whose ranks ran on fewer hosts than it spread them over (a host list,
+    a Slurm job's nodes) says ("": none such): its figures are not across nodes, whatever
+    the launcher was asked."""
+    hosts, asked = record.spread_over(r)
     ran = (r.get("result") or {}).get("hosts") or []
-    if record.launched_by(r) != "hosts" or len(ran) >= min(r["ranks"], len(asked)):
+    if not hosts or len(ran) >= min(r["ranks"], hosts):
         return ""
     return (
         f"trial {r['index']} ({r['runtime']}, {r['bench']}, {r['ranks']} ranks): ranks on "
-        f"{', '.join(ran) or 'no host named'}, where {', '.join(asked)} were asked for"
+        f"{', '.join(ran) or 'no host named'}, where {asked}"
     )
 
 

@@ -67,6 +67,7 @@ class Trial:
     exit_code: int | None
     result: dict | None  # the benchmark's own record (kit.bench/2)
     output_tail: str
+    log: str  # a trial that did not end ok: its whole output, a file in the results folder
     stuck: list[dict]  # on timeout: the processes still running
 
     def to_json(self) -> dict:
@@ -90,6 +91,36 @@ def launched_by(r: dict) -> str:
 
 
 HOSTS_LABEL = "mpirun over ssh"  # the launcher field of a --hosts trial
+
+
+def node_count(nodes: str) -> int:
+    """How many hosts a Slurm node list names, compressed or not (n[01-03,7],gpu1: 5)."""
+    count, depth, piece = 0, 0, ""
+    for ch in f"{nodes},":
+        depth += (ch == "[") - (ch == "]")
+        if ch != "," or depth:
+            piece += ch
+            continue
+        if "[" in piece:
+            for part in piece[piece.index("[") + 1 : piece.rindex("]")].split(","):
+                first, _, last = part.partition("-")
+                count += int(last) - int(first) + 1 if last else 1
+        elif piece.strip():
+            count += 1
+        piece = ""
+    return count
+
+
+def spread_over(r: dict) -> tuple[int, str]:
+    """How many hosts a trial's ranks were to be spread over (one rank a host in turn), and
+    the words that name them ((0, "") for a launch on this host)."""
+    how = launched_by(r)
+    if how == "hosts":
+        asked = r.get("host_list") or []
+        return len(asked), f"{', '.join(asked)} were asked for"
+    if how == "slurm" and (nodes := (r.get("slurm") or {}).get("nodes")):
+        return node_count(nodes), f"the job was given nodes {nodes}"
+    return 0, ""
 
 
 def key_values(r: dict) -> dict:

@@ -29,6 +29,7 @@ from kit.results.record import READ_FIELDS, READABLE
 FILE = "trials.jsonl"
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
+LOGS = "logs"  # the whole output of each trial that did not end ok, one file a trial
 
 
 @dataclass
@@ -105,6 +106,19 @@ def append(out_dir: Path, record: dict) -> None:
         ) from None
     finally:
         os.close(fd)
+
+
+def save_log(out_dir: Path, name: str, text: str) -> str:
+    """Keep all a trial printed (its record holds only the last lines) as LOGS/NAME.log;
+    the path relative to out_dir, or "" when it cannot be written (the record matters more)."""
+    path = out_dir / LOGS / f"{name}.log"
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, errors="replace")
+    except OSError as e:
+        print(f"kit: warning: cannot keep the output in {path}: {e.strerror}", file=sys.stderr)
+        return ""
+    return str(path.relative_to(out_dir))
 
 
 def read(path: Path) -> Loaded:

@@ -112,6 +112,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
     if job.watch_mpi and result is not None:  # what its ranks really loaded
         result = {**result, "mpi_loaded": list(outcome.mpi_loaded)}
     why = f"{rt.service} stopped answering" if ended == "lost" else outcome.cause
+    log = store.save_log(ctx.out_dir, name, outcome.output) if outcome.output else ""
     filed = Trial(
         schema=TRIAL_SCHEMA,
         campaign=ctx.campaign,
@@ -151,6 +152,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         exit_code=outcome.exit_code,
         result=result,
         output_tail=outcome.output_tail if ended != "ok" else "",
+        log=log,
         stuck=list(outcome.stuck),
     ).to_json()
     store.append(ctx.out_dir, filed)

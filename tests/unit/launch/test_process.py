@@ -1,5 +1,6 @@
 """Trials leave nothing behind: real process trees, stopped on timeout and on Ctrl-C."""
 
+import json
 import os
 import signal
 import sys
@@ -7,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from kit.core import benches
 from kit.launch import process
 
 BENCHMARKS = str(Path(__file__).parents[3] / "benchmarks")
@@ -104,10 +106,15 @@ def python(code: str, marker: str) -> process.Outcome:
     return process.run([sys.executable, "-c", code], dict(os.environ), 30, marker, lambda: None)
 
 
-def test_failed_trial_keeps_output_tail():
-    out = python("import sys; print('boom', file=sys.stderr); sys.exit(3)", "t-fail")
+def test_failed_trial_keeps_output_tail_and_all_it_printed():
+    code = "import sys; print('said'); print('x\\n' * 50 + 'boom', file=sys.stderr); sys.exit(3)"
+    out = python(code, "t-fail")
     assert (out.status, out.exit_code, out.result) == ("failed", 3, None)
-    assert out.output_tail == "boom" and out.cause == ""
+    assert out.output_tail.endswith("x\nboom\nsaid") and out.cause == ""
+    assert out.output == "== stderr ==\n" + "x\n" * 50 + "boom\n\n== stdout ==\nsaid\n"
+    record = json.dumps({"schema": benches.SCHEMA})
+    ok = python(f"print({record!r})", "t-fine")
+    assert (ok.status, ok.output) == ("ok", "")
 
 
 def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():

@@ -567,16 +567,20 @@ def test_the_report_names_each_images_recipe_and_stack():
     ) in text
 
 
-def test_a_host_list_trial_whose_ranks_shared_a_host_is_named():
-    """Ranks that silently landed on one node measured no network: the report says so."""
-    on_one = record("native", 9.0, index=4, ranks=2, launcher="mpirun over ssh",
-                    host_list=["n1", "n2"])  # fmt: skip
-    on_one["result"]["hosts"] = ["n1"]
-    spread = record("native", 9.0, index=5, ranks=2, launcher="mpirun over ssh",
-                    host_list=["n1", "n2"])  # fmt: skip
-    spread["result"]["hosts"] = ["n1", "n2"]
-    a = analysis.summarise([on_one, spread], "x", 0.95)
+def test_a_trial_whose_ranks_shared_a_host_is_named():
+    """Ranks that silently landed on one node measured no network, whether a host list or
+    a Slurm job's nodes spread them: the report says so."""
+    listed = {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
+    job = {"launcher": "slurm", "slurm": {"job_id": "7", "nodes": "n[1-2]", "script": "s"}}
+    recs = []
+    for i, (how, ran) in enumerate(
+        [(listed, ["n1"]), (listed, ["n1", "n2"]), (job, ["n2"]), (job, ["n1", "n2"])]
+    ):
+        recs.append(record("native", 9.0, index=4 + i, ranks=2, **how))
+        recs[-1]["result"]["hosts"] = ran
+    a = analysis.summarise(recs, "x", 0.95)
     assert a.crowded == [
-        "trial 4 (native, torch-cnn, 2 ranks): ranks on n1, where n1, n2 were asked for"
+        "trial 4 (native, torch-cnn, 2 ranks): ranks on n1, where n1, n2 were asked for",
+        "trial 6 (native, torch-cnn, 2 ranks): ranks on n2, where the job was given nodes n[1-2]",
     ]
     assert "## Ranks on fewer hosts than asked\n\n- trial 4 (native" in writers.render(a, "md")

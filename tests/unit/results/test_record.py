@@ -39,3 +39,9 @@ def test_the_fields_a_reader_needs_are_marked_on_the_record_itself():
         "bench": str, "model": str, "batch_size": int, "ranks": int, "runtime": str,
         "runtime_version": str, "runtime_settings": list, "host": dict, "status": str,
     } == record.READ_FIELDS  # fmt: skip
+
+
+def test_a_slurm_node_list_is_counted_compressed_or_not():
+    assert [record.node_count(n) for n in ("n1", "n1,n2", "kit-n[1-2]", "n[01-03,7],gpu1")] == [
+        1, 2, 2, 5,
+    ]  # fmt: skip

@@ -71,6 +71,7 @@ class Scripted(launchers.Launcher):
             0.0,
             result if end == "ok" else None,
             "" if end == "ok" else tail,
+            output="" if end == "ok" else f"first line\n{tail}",
         )
         return launchers.Launched(["fake", job.name], outcome)
 
@@ -114,7 +115,10 @@ def test_resume_starts_only_the_trials_not_finished(tmp_path):
 def test_each_way_a_trial_ends_is_recorded_as_such(tmp_path):
     run(tmp_path, Scripted({1: "oom", 2: "failed", 3: "timeout"}))
     assert [r["status"] for r in records(tmp_path)][:5] == ["ok", "oom", "failed", "timeout", "ok"]
-    assert records(tmp_path)[2]["output_tail"] == "boom"
+    failed = records(tmp_path)[2]
+    assert failed["output_tail"] == "boom" and failed["log"] == "logs/kit-c1-2.log"
+    assert (tmp_path / failed["log"]).read_text() == "first line\nboom"
+    assert records(tmp_path)[0]["log"] == "" and len(list((tmp_path / "logs").iterdir())) == 3
 
 
 def test_an_interrupted_trial_is_filed_then_the_campaign_stops(tmp_path):
