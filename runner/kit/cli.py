@@ -104,6 +104,7 @@ def cmd_presets(a: argparse.Namespace) -> None:
 
 
 PRESET_OWN = {"command", "func", "image", "preset", "full", "out", "dry_run", "resume"}
+PRESET_WHERE = {"hosts", "hostfile", "slurm_config"}  # where its legs run: the user's to say
 
 
 def _run_preset(a: argparse.Namespace) -> None:
@@ -117,10 +118,20 @@ def _run_preset(a: argparse.Namespace) -> None:
     kit_parser = parser()
     defaults = vars(kit_parser.parse_args(["run", "IMAGE"]))
     for dest, value in vars(a).items():
-        if dest not in PRESET_OWN and defaults.get(dest) != value:
+        if dest not in PRESET_OWN | PRESET_WHERE and defaults.get(dest) != value:
             flag = "--" + dest.replace("_", "-")
             raise KitError(f"--preset {a.preset} sets the campaign's options; drop {flag}")
     p = presets.load(a.preset)
+    across = a.hosts is not None or a.hostfile is not None
+    if across and a.full:
+        raise KitError(
+            "--full runs the study's sizes as Slurm jobs, not over a host list: drop --hosts, "
+            "and give --slurm-config a file with tasks_per_node = 1 for one rank a node"
+        )
+    if across and not any(leg.hosts for leg in p.legs):
+        raise KitError(f"preset {p.name} has no leg that runs across nodes; drop --hosts")
+    if a.slurm_config is not None and not a.full:
+        raise KitError("--slurm-config goes with --full, whose legs are Slurm jobs")
     out = a.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
     if a.dry_run:
         _run_legs(a, p, out, kit_parser)
@@ -132,15 +143,27 @@ def _run_preset(a: argparse.Namespace) -> None:
     sys.stdout.write(text if path is None else f"report: {path}\n")
 
 
+def _where(a: argparse.Namespace, leg: "presets.Leg") -> list[str]:
+    """The user's options that say where a leg runs: the host list for a LEG-nodes leg, the
+    site file for the study's Slurm legs (--full)."""
+    from kit.run import presets
+
+    if leg.name.endswith(presets.NODES):
+        return ["--hosts", a.hosts] if a.hosts is not None else ["--hostfile", str(a.hostfile)]
+    return ["--slurm-config", str(a.slurm_config)] if a.slurm_config is not None else []
+
+
 def _run_legs(
     a: argparse.Namespace, p: "presets.Preset", out: Path, kit_parser: argparse.ArgumentParser
 ) -> None:
-    """Each leg as its own `kit run` in OUT/LEG."""
+    """Each leg as its own `kit run` in OUT/LEG (across the host list too, when given)."""
     from kit.run import presets
 
-    for i, leg in enumerate(p.legs, 1):
-        args = presets.argv(p, leg, out, a.full, dry_run=a.dry_run, resume=a.resume)
-        print(f"==> {p.name} {i}/{len(p.legs)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
+    todo = presets.legs(p, a.hosts is not None or a.hostfile is not None)
+    for i, leg in enumerate(todo, 1):
+        where = _where(a, leg)
+        args = presets.argv(p, leg, out, a.full, where=where, dry_run=a.dry_run, resume=a.resume)
+        print(f"==> {p.name} {i}/{len(todo)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
         cmd_run(kit_parser.parse_args(args))
 
 
@@ -538,7 +561,9 @@ def _run(sub: argparse._SubParsersAction) -> None:
         "charliecloud, and podman or docker with MPICH images (each host's own engine, a "
         "container per rank). Checked before the first trial: each host answers ssh without "
         "a prompt, holds the same image conversion, native environment or engine image (its "
-        "digest compared) and, for docker, answers from an engine of its own",
+        "digest compared) and, for docker, answers from an engine of its own. With "
+        "--preset: its legs that say how they run across nodes run a second time over these "
+        "hosts, as LEG-nodes",
     )
     g.add_argument(
         "--hostfile",
@@ -554,7 +579,7 @@ def _run(sub: argparse._SubParsersAction) -> None:
         help="site settings for Slurm jobs: a TOML [slurm] table (partition, account, time, "
         "tasks_per_node, options, setup, mpi; and the runtimes' own: "
         + "; ".join(f"{k}: {o.help}" for k, o in slurm.RUNTIME_OPTIONS.items())
-        + ")",
+        + "); with --preset --full, for every leg",
     )
     g.add_argument(
         "--emit",

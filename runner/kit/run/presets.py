@@ -8,8 +8,14 @@ server), a scaling efficiency, an I/O overhead, or whether a batch size ran out 
 memory. Absolute images/s are never compared across hardware. A study's claim
 with no figure (figure-only results) is shown with what was measured beside it
 and judged by no one.
+
+The studies ran on many nodes. A leg may say how it runs across nodes (`hosts`: one
+rank a node, the hybrid runtimes); given a host list, the preset runs such a leg a
+second time over it, as LEG-nodes, and a scaling claim is read from the run that spans
+the most nodes.
 """
 
+import dataclasses
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,12 +28,16 @@ from kit.results.analysis import REFERENCE, Analysis
 KINDS = ("ratio", "bench_ratio", "efficiency", "io_overhead", "oom", "elsewhere")
 
 
+NODES = "-nodes"  # the suffix of a leg's run across the host list
+
+
 @dataclass(frozen=True)
 class Leg:
     name: str
     image: str
     args: list[str]
     full: list[str]
+    hosts: list[str] = dataclasses.field(default_factory=list)  # its options across nodes
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,10 @@ def load(name: str) -> Preset:
         raise KitError(f"no preset '{name}' (known: {', '.join(names())}); see kit presets")
     try:
         raw = tomllib.loads(path.read_text())
-        legs = [Leg(x["name"], x["image"], list(x["args"]), list(x["full"])) for x in raw["leg"]]
+        legs = [
+            Leg(x["name"], x["image"], list(x["args"]), list(x["full"]), list(x.get("hosts", [])))
+            for x in raw["leg"]
+        ]
         published = [Published(**x) for x in raw.get("published", [])]
         preset = Preset(
             name,
@@ -85,14 +98,31 @@ def load(name: str) -> Preset:
     return preset
 
 
+def legs(preset: Preset, across: bool) -> list[Leg]:
+    """The legs to run: each as declared, and with a host list (across) those that say how
+    they run across nodes a second time, as LEG-nodes (their options: the leg's `hosts`)."""
+    nodes = [Leg(x.name + NODES, x.image, x.hosts, []) for x in preset.legs if across and x.hosts]
+    return [*preset.legs, *nodes]
+
+
 def argv(
-    preset: Preset, leg: Leg, out: Path, full: bool, *, dry_run: bool = False, resume: bool = False
+    preset: Preset,
+    leg: Leg,
+    out: Path,
+    full: bool,
+    *,
+    where: list[str] | None = None,
+    dry_run: bool = False,
+    resume: bool = False,
 ) -> list[str]:
     """The `kit run` arguments of one leg, filed under the preset's results folder; a
-    baseline other than native goes to the run, whose --precision waits for it. With
-    resume, a leg that has started continues and one that has not starts afresh."""
+    baseline other than native goes to the run, whose --precision waits for it. where:
+    the user's options that say where the leg runs (a host list for a LEG-nodes leg, the
+    site file for a Slurm leg). With resume, a leg that has started continues and one that
+    has not starts afresh."""
     own = [] if preset.baseline == REFERENCE else ["--baseline", preset.baseline]
-    args = ["run", leg.image, *(leg.full if full else leg.args), *own, "--out", str(out / leg.name)]
+    options = leg.full if full else leg.args
+    args = ["run", leg.image, *options, *own, *(where or []), "--out", str(out / leg.name)]
     if dry_run:
         args.append("--dry-run")
     elif resume and store.has_campaign(out / leg.name):
@@ -111,7 +141,7 @@ def saved(out: Path) -> tuple[Preset, list[Path]] | None:
     if raw is None:
         return None
     preset = load(raw["name"])
-    return preset, [out / leg.name for leg in preset.legs if store.has_trials(out / leg.name)]
+    return preset, [out / x.name for x in legs(preset, True) if store.has_trials(out / x.name)]
 
 
 @dataclass(frozen=True)
@@ -180,6 +210,7 @@ def _bench_ratio(a: Analysis, m: dict) -> stats.Interval | None:
 def _row(a: Analysis, p: Published) -> Row:
     m = p.measure
     kind = m["kind"]
+    spread = ""  # a scaling claim: which run it was read from
     if kind == "elsewhere":  # what it compares does not exist on this kind of machine
         return Row(p, "not measurable here", f"cannot speak: {m['why']}")
     if kind == "oom":
@@ -209,10 +240,15 @@ def _row(a: Analysis, p: Published) -> Row:
     elif kind == "bench_ratio":
         iv = _bench_ratio(a, m)
         null = 1.0
-    elif kind == "efficiency":
-        found = [s for s in a.scaling if _matches(s.key, m) and s.runtime == m["runtime"]]
+    elif kind == "efficiency":  # the run that spans the most nodes, then the runtime named first
+        named = m["runtime"].split(",")
+        found = [s for s in a.scaling if _matches(s.key, m) and s.runtime in named]
+        found.sort(key=lambda s: (-s.nodes, named.index(s.runtime)))
         iv = found[0].efficiency if found else None
         null = 1.0
+        if found:
+            span = f"{found[0].nodes} nodes" if found[0].nodes > 1 else "one host"
+            spread = f" ({found[0].runtime}, {span})"
     else:
         found = [x for x in a.io if _matches(x.key, m) and x.runtime == m["runtime"]]
         iv = found[0].overhead if found else None
@@ -220,7 +256,7 @@ def _row(a: Analysis, p: Published) -> Row:
     if iv is None:
         where = ", ".join(f"{k}={v}" for k, v in m.items() if k != "kind")
         return Row(p, "not measured", f"cannot speak: no {kind} measured for {where}")
-    value = f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    value = f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]{spread}"
     if isinstance(p.value, str):
         return Row(
             p, value, "no figure published (figure-only): the measured value is for the reader"

@@ -91,9 +91,57 @@ def test_every_preset_lists_and_plans(capsys):
         p = presets.load(name)
         assert f"{name}  ~{p.minutes} min here  {p.title}" in listed
         for leg in p.legs:
-            for args in (leg.args, leg.full):
+            for args in (leg.args, leg.full, *([leg.hosts] if leg.hosts else [])):
                 assert cli.main(["run", leg.image, *args, "--dry-run"]) == 0, (name, args)
     capsys.readouterr()
+
+
+def test_a_host_list_runs_the_legs_that_say_how_across_nodes_a_second_time(tmp_path, capsys):
+    """--hosts adds LEG-nodes runs (the leg's `hosts` options over the list); the report
+    finds their folders; where a preset cannot go, one line."""
+    p = presets.load("nchc2019-horovod-vs-ps")
+    legs = ["tf-resnet50", "torch-ddp", "tf-mwms"]
+    assert [x.name for x in presets.legs(p, across=False)] == legs
+    nodes = presets.legs(p, across=True)[3:]
+    assert [x.name for x in nodes] == ["tf-resnet50-nodes", "torch-ddp-nodes"]
+    where = ["--hosts", "n1,n2"]
+    assert " ".join(presets.argv(p, nodes[1], tmp_path, False, where=where)) == (
+        "run pytorch2-mpich --runtime native,singularity,charliecloud --bench torch-cnn "
+        "--model resnet50 --batch-size 4 --np 1,2 --repeats 4 --warmup-trials 1 --steps 3 "
+        f"--warmup-steps 1 --hosts n1,n2 --out {tmp_path}/torch-ddp-nodes"
+    )
+    presets.save(p, tmp_path, full=False)
+    store.append(tmp_path / "torch-ddp-nodes", record("native", 9.0))
+    assert presets.saved(tmp_path)[1] == [tmp_path / "torch-ddp-nodes"]
+    for args, said in (
+        (["--hosts", "n1,n2", "--full"], "--full runs the study's sizes as Slurm jobs, not over"),
+        (["--hostfile", "h.txt"], "preset osu2018-grpc has no leg that runs across nodes"),
+        (["--slurm-config", "s.toml"], "--slurm-config goes with --full, whose legs are Slurm"),
+    ):
+        name = "osu2018-grpc" if "--hostfile" in args else "nchc2019-horovod-vs-ps"
+        assert cli.main(["run", "--preset", name, *args, "--out", str(tmp_path / "x")]) == 2
+        assert f"kit: error: {said}" in capsys.readouterr().err
+
+
+def test_a_scaling_claim_is_read_from_the_run_over_the_most_nodes(tmp_path):
+    """CSCS's 2-node efficiency: the singularity run over two hosts, not docker's on one."""
+    rng = random.Random(5)
+    for i in range(8):
+        for rt, ranks, hosts, rate in (
+            ("docker", 1, ["h"], 10.0), ("docker", 2, ["h"], 12.0),
+            ("singularity", 1, ["n1"], 10.0), ("singularity", 2, ["n1", "n2"], 19.15),
+        ):  # fmt: skip
+            rec = record(rt, rng.gauss(rate, 0.05), ranks=ranks, index=i)
+            rec |= {"model": "inception3", "bench": "tf-cnn", "image": "horovod-mpich"}
+            if len(hosts) > 1 or rt == "singularity":
+                rec |= {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
+            rec["result"]["hosts"] = hosts
+            store.append(tmp_path, rec)
+    rows = presets.published(analysis.analyse([tmp_path]), presets.load("cscs2017-inception3"))
+    assert rows[0]["measured"].startswith("0.9") and rows[0]["measured"].endswith(
+        "(singularity, 2 nodes)"
+    )
+    assert rows[0]["finding"] == "agrees: the published figure is inside the measured interval"
 
 
 def test_preset_options_are_its_own(capsys):
@@ -162,7 +210,7 @@ def test_oom_efficiency_and_io_findings(tmp_path):
     inception = presets.published(a, presets.load("cscs2017-inception3"))
     assert inception[0]["finding"] == (
         "cannot speak: no efficiency measured for model=inception3, ranks=2, "
-        "data=synthetic, runtime=docker"
+        "data=synthetic, runtime=docker,singularity"
     )
 
 
