@@ -398,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if inductor_cache:
         shutil.rmtree(inductor_cache, ignore_errors=True)
     mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)
+    # each rank's sum of |w|: equal on every rank when the gradients were combined
+    mine["weights_sum"] = float(sum(float(w.detach().abs().sum()) for w in model.parameters()))
     ranks = d.gather(mine)
     if d.rank == 0:
         kitbench.emit(
@@ -416,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
                 compile_s=durations[0] if a.compile else None,
                 compile_isa=vector_isa() if a.compile else None,
                 device="gpu" if dev.type == "cuda" else "cpu",
+                weights_in_sync=kitbench.weights_in_sync([r["weights_sum"] for r in ranks]),
             )
         )
     d.finish()

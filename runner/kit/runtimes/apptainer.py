@@ -136,6 +136,7 @@ class ApptainerBind(Apptainer):
             super().prepare(recipe, variant),
             settings=(f"injected: {host} (staged as {library})",),
             options=inject(library, soname),
+            files=(library,),
         )
 
 

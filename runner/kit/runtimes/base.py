@@ -37,6 +37,7 @@ class Prepared:
     env: tuple[tuple[str, str], ...] = ()  # more environment for its trials
     settings: tuple[str, ...] = ()  # more fair settings, shown in the report
     options: tuple[str, ...] = ()  # runtime options before the user's (e.g. a bound library)
+    files: tuple[str, ...] = ()  # host files its ranks bind in: every host needs the same
 
 
 def in_image(ref: str, digest: str) -> Prepared:
@@ -196,9 +197,12 @@ class Runtime:
 
     def identity(self, prep: Prepared) -> list[str] | None:
         """A command whose output names what it runs (by default the conversion's manifest,
-        with the image's digest), which every host must print alike under --hosts."""
+        with the image's digest, and the host files it binds in, by content), which every
+        host must print alike under --hosts."""
         manifest = Path(prep.ref).with_name(convert.MANIFEST)
-        return ["cat", str(manifest)] if manifest.is_file() else None
+        if not manifest.is_file():
+            return None
+        return ["sha256sum", str(manifest), *prep.files] if prep.files else ["cat", str(manifest)]
 
     def leftovers(self, job: Job) -> Leftovers | None:
         """What a trial's ranks may leave on each host under --hosts; None: nothing

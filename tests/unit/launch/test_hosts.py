@@ -188,3 +188,18 @@ def test_a_node_without_the_image_is_refused_before_the_first_trial(tmp_path, mo
         launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
     seen["kitn2"] = seen["kitn1"]
     launchers.Hosts(("kitn1", "kitn2"), "mpich").check_prepared(rt, prep)
+
+
+def test_the_bind_models_host_library_must_be_on_every_host_too(tmp_path):
+    """singularity-bind binds a staged copy of the host's MPI library into each rank: the
+    nodes must hold it as well as the SIF, both compared by content."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"digest": "sha256:1"}')
+    lib = tmp_path / "host-mpi" / "libmpich.so.12"
+    prep = Prepared(str(tmp_path / "image.sif"), "sha256:1", "/py", "/b", files=(str(lib),))
+    rt = runtimes.get("singularity-bind")
+    assert rt.identity(prep) == ["sha256sum", str(manifest), str(lib)]
+    assert hosts.answer(rt.identity(prep)) is None  # the library is not there: no answer
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF")
+    assert hosts.answer(rt.identity(prep)).decode().split()[1::2] == [str(manifest), str(lib)]
