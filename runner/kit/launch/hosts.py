@@ -103,6 +103,19 @@ def holds(host: str, identity: list[str], here: bytes | None) -> bool:
     return here is not None and there.returncode == 0 and there.stdout == here
 
 
+def make_dirs(host: str, dirs: tuple[str, ...]) -> None:
+    """Make on host the folders a runtime's ranks need there (a KitError when it cannot)."""
+    if not dirs:
+        return
+    p = _ssh(host, "mkdir", "-p", *dirs)
+    if p.returncode != 0:
+        said = p.stderr.decode(errors="replace").strip().splitlines()
+        raise KitError(
+            f"host '{host}': cannot make {', '.join(dirs)} ({said[-1] if said else 'mkdir failed'})"
+            "; make it writable there, or share the folder with the nodes"
+        )
+
+
 def clear(names: tuple[str, ...], left: "Leftovers") -> None:
     """Remove on every host what a trial left there (failures ignored: clean-up)."""
     for host in names:

@@ -143,6 +143,7 @@ class Hosts(Local):
             hosts.reach(host)
 
     def check_prepared(self, rt: Runtime, prep: Prepared) -> None:
+        """As Launcher's; and the folders its ranks need are made on each host."""
         if rt.pmi_port and self.flavour != "mpich":
             raise KitError(
                 f"runtime '{rt.arm}' under --hosts runs MPICH images (Hydra gives each rank's "
@@ -162,6 +163,7 @@ class Hosts(Local):
                     "otherwise there); make it there the same way (kit convert, the first "
                     "native run, podman load), or share the folder with the nodes"
                 )
+            hosts.make_dirs(host, prep.dirs)
 
     def _own_engines(self, rt: Runtime) -> None:
         """Each host must answer from an engine of its own: one engine's containers run in

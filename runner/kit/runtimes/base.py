@@ -38,6 +38,7 @@ class Prepared:
     settings: tuple[str, ...] = ()  # more fair settings, shown in the report
     options: tuple[str, ...] = ()  # runtime options before the user's (e.g. a bound library)
     files: tuple[str, ...] = ()  # host files its ranks bind in: every host needs the same
+    dirs: tuple[str, ...] = ()  # folders its ranks need on every host (kit makes them)
 
 
 def in_image(ref: str, digest: str) -> Prepared:

@@ -16,6 +16,19 @@ if TYPE_CHECKING:
 
 # ch-run mounts onto folders the (read-only) squashfs already has; Debian's /mnt is one.
 DATA_MOUNT = "/mnt"
+MOUNT_POINT = "ch-mnt"  # beside the squashfs: where ch-run mounts it (see mounted)
+
+
+def mounted(prep: Prepared) -> Prepared:
+    """ch-run on a squashfs, mounted on a folder beside it that kit makes once. Its default
+    (/var/tmp/$USER.ch/mnt) each ch-run makes as it starts, and ranks starting together on
+    a node race for it: one fails with "can't mkdir: /var/tmp/USER.ch: File exists"
+    (Debian's ch-run 0.31, seen across two nodes sharing /var/tmp). Each ch-run mounts in a
+    mount namespace of its own, so the ranks can share the folder."""
+    folder = Path(prep.ref).with_name(MOUNT_POINT)
+    folder.mkdir(exist_ok=True)
+    options = (f"--mount={folder}", *prep.options)
+    return dataclasses.replace(prep, options=options, dirs=(*prep.dirs, str(folder)))
 
 
 class Charliecloud(Runtime):
@@ -46,7 +59,7 @@ class Charliecloud(Runtime):
             else convert.earlier(recipe, variant, self.runs)
         )
         art = art or convert.convert(recipe, variant, [self.runs])
-        return base.in_image(str(art.squashfs), art.digest)
+        return mounted(base.in_image(str(art.squashfs), art.digest))
 
     def prepare_foreign(self, image: "Foreign") -> Prepared:
         """The squashfs (a SIF's own partition); ch-run passes its caller's environment
@@ -57,7 +70,8 @@ class Charliecloud(Runtime):
         config = image.config()
         env = tuple(tuple(e.split("=", 1)) for e in config.get("Env") or [] if "=" in e)
         workdir = config.get("WorkingDir")
-        return dataclasses.replace(prep, env=env, options=(f"--cd={workdir}",) if workdir else ())
+        prep = dataclasses.replace(prep, env=env, options=(f"--cd={workdir}",) if workdir else ())
+        return mounted(prep)
 
     def with_gpus(self, prep: Prepared, driver: str) -> Prepared:
         """ch-run has no GPU option: the driver's libraries go into the image itself, a
@@ -69,7 +83,8 @@ class Charliecloud(Runtime):
                 "--hosts run a cuda variant with singularity (--nv)"
             )
         ref = with_host_driver(Path(prep.ref), driver)
-        return dataclasses.replace(prep, ref=str(ref))
+        options = tuple(o for o in prep.options if not o.startswith("--mount="))  # a folder now
+        return dataclasses.replace(prep, ref=str(ref), options=options, dirs=())
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         binds = [f"--bind={path}:{DATA_MOUNT}" for path in job.binds]

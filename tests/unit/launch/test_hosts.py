@@ -203,3 +203,14 @@ def test_the_bind_models_host_library_must_be_on_every_host_too(tmp_path):
     lib.parent.mkdir()
     lib.write_bytes(b"\x7fELF")
     assert hosts.answer(rt.identity(prep)).decode().split()[1::2] == [str(manifest), str(lib)]
+
+
+def test_a_folder_a_host_cannot_make_is_one_line(tmp_path, monkeypatch):
+    fake_ssh(tmp_path, monkeypatch, "mkdir: cannot create directory /c/ch-mnt: Read-only", 1)
+    hosts.make_dirs("kitn2", ())  # nothing asked: no ssh
+    with pytest.raises(KitError) as e:
+        hosts.make_dirs("kitn2", ("/c/ch-mnt",))
+    assert str(e.value) == (
+        "host 'kitn2': cannot make /c/ch-mnt (mkdir: cannot create directory /c/ch-mnt: "
+        "Read-only); make it writable there, or share the folder with the nodes"
+    )

@@ -9,7 +9,7 @@ import pytest
 from kit import runtimes
 from kit.core.errors import KitError
 from kit.image import engine
-from kit.runtimes import Job, Prepared, gpu
+from kit.runtimes import Job, Prepared, charliecloud, gpu
 from kit.runtimes.base import WORKLOAD_PREFIXES
 
 PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py"]
@@ -88,14 +88,15 @@ def test_charliecloud_runs_a_copy_with_the_hosts_driver_in_it(tmp_path, monkeypa
     monkeypatch.setattr(gpu, "stream", lambda argv, what: ran.append(argv))
     sqfs = tmp_path / "img.sqfs"
     rt = runtimes.get("charliecloud")
-    made = rt.with_gpus(Prepared(str(sqfs), "sha256:0", PROG[0], "/b"), "550.54.15")
+    squashfs = charliecloud.mounted(Prepared(str(sqfs), "sha256:0", PROG[0], "/b"))
+    made = rt.with_gpus(squashfs, "550.54.15")
     image_dir = tmp_path / "nvidia-550.54.15"
     assert made.ref == str(image_dir)
     assert ran == [
         ["unsquashfs", "-no-progress", "-quiet", "-d", str(image_dir), str(sqfs)],
         ["ch-fromhost", "--nvidia", str(image_dir)],
     ]
-    assert rt.command(made, job(1)) == ["ch-run", str(image_dir), "--", *PROG]
+    assert rt.command(made, job(1)) == ["ch-run", str(image_dir), "--", *PROG]  # no --mount
     rt.with_gpus(Prepared(str(sqfs), "sha256:0", PROG[0], "/b"), "550.54.15")
     assert len(ran) == 2
     with pytest.raises(KitError, match="under Slurm or --hosts run a cuda variant with"):

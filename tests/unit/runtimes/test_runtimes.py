@@ -8,7 +8,7 @@ import pytest
 from kit import runtimes
 from kit.core.errors import KitError
 from kit.image import convert, engine
-from kit.runtimes import Job, Prepared, apptainer, base
+from kit.runtimes import Job, Prepared, apptainer, base, charliecloud
 from kit.runtimes.base import WORKLOAD_PREFIXES
 
 PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
@@ -52,6 +52,15 @@ def test_charliecloud_hybrid(prep):
     rt = runtimes.get("charliecloud")
     assert rt.command(prep, job(1, ["--no-home"])) == ["ch-run", "--no-home", "IMG", "--", *PROG]
     assert rt.command(prep, job(2))[:5] == ["mpirun.mpich", "-np", "2", "ch-run", "IMG"]
+
+
+def test_charliecloud_mounts_the_squashfs_on_a_folder_made_beside_it(tmp_path):
+    """Not ch-run's default mount point, which ranks starting together race to make."""
+    made = charliecloud.mounted(Prepared(str(tmp_path / "image.sqfs"), "sha256:0", "py", "/b"))
+    mnt = tmp_path / charliecloud.MOUNT_POINT
+    assert mnt.is_dir() and made.dirs == (str(mnt),)
+    rt = runtimes.get("charliecloud")
+    assert rt.command(made, job(1)) == ["ch-run", f"--mount={mnt}", made.ref, "--", *PROG]
 
 
 def test_shifter_nersc_form(prep):
