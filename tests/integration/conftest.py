@@ -62,11 +62,12 @@ def ready() -> None:
 # The images the suite builds, by the fixture through which tests ask for each.
 IMAGE_OF = {
     "built": IMAGE,
-    "openmpi": "pytorch-openmpi",
+    "openmpi": "pytorch2-openmpi",
     "horovod": "horovod-mpich",
     "caffe2": "caffe2-mpich",
     "pytorch2": "pytorch2-mpich",
     "tf2": "tf2-mpich",
+    "tf2_openmpi": "tf2-openmpi",
 }
 
 
@@ -203,9 +204,11 @@ def built(builds) -> dict:
 
 @pytest.fixture(scope="session")
 def openmpi(builds) -> Path:
-    """pytorch-openmpi converted once, for every Open MPI test."""
-    builds.image("pytorch-openmpi")
-    conv = kit("convert", "pytorch-openmpi", "--to", "singularity,charliecloud")
+    """pytorch2-openmpi converted once, for every Open MPI test (the Open MPI paths are the
+    MPI's, whichever PyTorch: the studies' pytorch-openmpi differs only in PyTorch 1.13,
+    which pytorch-mpich runs)."""
+    builds.image("pytorch2-openmpi")
+    conv = kit("convert", "pytorch2-openmpi", "--to", "singularity,charliecloud")
     return Path(conv.stdout.strip().splitlines()[-1])
 
 
@@ -233,6 +236,12 @@ def pytorch2(builds) -> None:
 def tf2(builds) -> None:
     """tf2-mpich (today's TensorFlow, Keras 3), built."""
     builds.image("tf2-mpich")
+
+
+@pytest.fixture(scope="session")
+def tf2_openmpi(builds) -> None:
+    """tf2-openmpi, built."""
+    builds.image("tf2-openmpi")
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,7 @@ def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] =
         assert r["status"] == "ok", where
         assert kitschema.validate(r["result"]) == [], (r["runtime"], r["bench"])
         assert r["result"]["ranks"] == r["ranks"]
+        assert r["result"].get("weights_in_sync", r["bench"] != "torch-cnn"), where
         if r["bench"] == "mpi":
             check_sweep(r["result"])
         elif r["bench"] == "allgather":
@@ -205,15 +206,15 @@ def test_todays_pytorch_natively_and_in_every_runtime_then_compiled(pytorch2, tm
     check(recs, every, "torch-cnn")
     assert {r["result"]["framework_version"] for r in recs} == {"2.13.0+cpu"}
     assert {r["recipe_version"] for r in recs} == {"2.0.0"}
-    torchrun = "native,docker,singularity,charliecloud"
     recs = campaign(
-        "pytorch2-mpich", torchrun, "torch-cnn", tmp_path / "torchrun",
+        "pytorch2-mpich", every, "torch-cnn", tmp_path / "torchrun",
         "--np", "2", "--launcher", "torchrun",
     )  # fmt: skip
-    assert sorted(r["runtime"] for r in recs) == sorted(torchrun.split(","))
+    assert sorted(r["runtime"] for r in recs) == sorted(every.split(","))
     for r in recs:
         assert r["status"] == "ok" and r["launcher"] == "torchrun", r["output_tail"][-3000:]
         assert len(r["result"]["images_per_sec_per_rank"]) == r["result"]["ranks"] == 2
+        assert r["result"]["weights_in_sync"], r["runtime"]
     recs = campaign(
         "pytorch2-mpich", "native,docker", "torch-cnn", tmp_path / "compiled",
         "--np", "1", "--bench-arg", "torch-cnn:--compile",

@@ -1,4 +1,4 @@
-"""The Open MPI image at 2 ranks under every runtime, locally and as Slurm jobs.
+"""The Open MPI images at 1 and 2 ranks under every runtime, locally and as Slurm jobs.
 
 Open MPI differs from MPICH where containers bite: its shared-memory transport
 (vader) uses cross-memory attach for large messages, which spins forever across
@@ -12,7 +12,7 @@ import kitschema
 import pytest
 
 from .conftest import kit, leftovers, short_sweeps
-from .test_benchmarks import check_sweep
+from .test_benchmarks import campaign, check, check_sweep
 from .test_slurm import SITE
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ MIB4 = 4 << 20
 
 def matrix(runtimes: str, out, *extra: str, sane: bool = True) -> list[dict]:
     kit(
-        *("run", "pytorch-openmpi", "--runtime", runtimes, "--bench", "torch-cnn,mpi"),
+        *("run", "pytorch2-openmpi", "--runtime", runtimes, "--bench", "torch-cnn,mpi"),
         *("--np", "2", "--repeats", "1", "--warmup-trials", "0", "--steps", "6"),
         *("--baseline-launches", "1"),  # one trial a runtime: the records are what is checked
         *("--timeout", "180", "--out", str(out), *short_sweeps("mpi"), *extra),
@@ -55,7 +55,7 @@ def test_every_runtime_two_ranks_and_the_sweep_reaches_4_mib(openmpi, tmp_path):
     )
     assert leftovers() == []
     table = kit("report", str(tmp_path / "local")).stdout
-    rows = [x for x in table.splitlines() if x.startswith("| pytorch-openmpi | 2 | local |")]
+    rows = [x for x in table.splitlines() if x.startswith("| pytorch2-openmpi | 2 | local |")]
     cells = [x.split(" | ") for x in rows]  # image, ranks, launcher, transport, runtime, n, bytes
     at_4mib = {c[4] for c in cells if c[3] == "one host" and c[6] == str(MIB4)}
     assert at_4mib == set(RUNTIMES.split(","))  # bandwidth at 4 MiB for each runtime
@@ -72,5 +72,19 @@ def test_slurm_jobs_start_open_mpi_ranks_with_its_own_mpirun(openmpi, cluster, t
     )
     for r in recs:
         assert r["launcher"] == "slurm" and r["slurm"]["nodes"] == "kit-n[1-2]"
+        assert r["result"]["hosts"] == ["kitn1", "kitn2"], r["runtime"]
+        assert r["result"]["transport"] == "tcp over eth0", r["runtime"]
     script = (tmp_path / "slurm" / "slurm" / f"kit-{recs[0]['campaign']}-0.sbatch").read_text()
     assert "mpirun.openmpi -np 2 " in script and "srun --mpi" not in script
+
+
+def test_todays_stack_with_open_mpi_natively_and_in_every_runtime(openmpi, tf2_openmpi, tmp_path):
+    """The Open MPI flavours of today's images: DDP and MultiWorkerMirroredStrategy at 1 and
+    2 ranks natively and in every runtime, Open MPI loaded by every rank, weights in sync."""
+    every = "native,docker,podman,singularity,charliecloud"
+    recs = campaign("pytorch2-openmpi", every, "torch-cnn", tmp_path / "torch")
+    check(recs, every, "torch-cnn")
+    tf = campaign("tf2-openmpi", every, "tf-mwms", tmp_path / "tf")
+    check(tf, every, "tf-mwms")
+    assert all(r["result"]["mpi_library"].startswith("Open MPI v4.1") for r in recs + tf)
+    assert all(r["result"]["weights_in_sync"] for r in recs + tf)
