@@ -146,9 +146,7 @@ def _run_preset(a: argparse.Namespace) -> None:
 def _where(a: argparse.Namespace, leg: "presets.Leg") -> list[str]:
     """The user's options that say where a leg runs: the host list for a LEG-nodes leg, the
     site file for the study's Slurm legs (--full)."""
-    from kit.run import presets
-
-    if leg.name.endswith(presets.NODES):
+    if leg.across:
         return ["--hosts", a.hosts] if a.hosts is not None else ["--hostfile", str(a.hostfile)]
     return ["--slurm-config", str(a.slurm_config)] if a.slurm_config is not None else []
 

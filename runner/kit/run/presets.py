@@ -38,6 +38,7 @@ class Leg:
     args: list[str]
     full: list[str]
     hosts: list[str] = dataclasses.field(default_factory=list)  # its options across nodes
+    across: bool = False  # a LEG-nodes run of legs(): over the user's host list
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,11 @@ def load(name: str) -> Preset:
 def legs(preset: Preset, across: bool) -> list[Leg]:
     """The legs to run: each as declared, and with a host list (across) those that say how
     they run across nodes a second time, as LEG-nodes (their options: the leg's `hosts`)."""
-    nodes = [Leg(x.name + NODES, x.image, x.hosts, []) for x in preset.legs if across and x.hosts]
+    nodes = [
+        Leg(x.name + NODES, x.image, x.hosts, [], across=True)
+        for x in preset.legs
+        if across and x.hosts
+    ]
     return [*preset.legs, *nodes]
 
 
