@@ -28,14 +28,18 @@ class Check:
     fix: str
 
 
-def _tool(name: str, cmd: list[str], fix: str, pick: Callable[[str], str] = str) -> Check:
+def _tool(
+    name: str, cmd: list[str], fix: str, pick: Callable[[str], str] = str, wait: float = 60
+) -> Check:
     if shutil.which(cmd[0]) is None:
         return Check(name, False, f"'{cmd[0]}' not on PATH", fix)
     env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}  # ch-run wants it
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return Check(name, False, f"'{cmd[0]}' cannot be run ({e.__class__.__name__})", fix)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=wait)
+    except subprocess.TimeoutExpired:
+        return Check(name, False, f"'{cmd[0]}' gave no answer within {wait:g} s", fix)
+    except OSError as e:
+        return Check(name, False, f"'{cmd[0]}' cannot be run ({e.strerror or e})", fix)
     text = (p.stdout + p.stderr).strip()
     return Check(name, p.returncode == 0, pick(text) if text else "no output", fix)
 
@@ -65,6 +69,9 @@ def _fuse() -> Check:
         "usable" if usable else "not usable by this user",
         "as root: chmod 666 /dev/fuse (squashfuse mounts of SIF and squashfs)",
     )
+
+
+SLURM_WAIT_S = 8  # sinfo retries a controller that is down for ~50 s; doctor says so sooner
 
 
 def components() -> dict[str, Check]:
@@ -97,6 +104,7 @@ def components() -> dict[str, Check]:
             ["sinfo", "-h", "-o", "%P %a %D nodes %T"],
             "a site's Slurm client; here ci/provision starts a two-node test cluster",
             lambda t: " / ".join(t.splitlines()),
+            wait=SLURM_WAIT_S,
         ),
     }
 
