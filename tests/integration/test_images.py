@@ -117,7 +117,8 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
 def test_definition_builds_with_apptainer_alone(definition):
     """pytorch-mpich's definition becomes a SIF through Apptainer only, as an ordinary
     user: the local base as a SIF (from its archive), then the definition; no engine
-    takes part in the build itself (conftest.build_definition, run beside the images)."""
+    takes part in the build itself (conftest.build_definition, run beside the images; a
+    run with the same inputs reuses that SIF, as the engine reuses its layers)."""
     sif = definition
     assert isinstance(sif, Path), sif
 

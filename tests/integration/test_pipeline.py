@@ -16,7 +16,7 @@ import pytest
 from kit.image import recipes
 
 from ..conftest import MINI, REPO
-from .conftest import IMAGE, RUNTIMES, docker, kit, leftovers
+from .conftest import IMAGE, docker, kit, leftovers
 
 pytestmark = pytest.mark.integration
 
@@ -177,46 +177,6 @@ def test_shifter_image_is_flattened_root_with_metadata(built):
         check=True,
     ).stdout
     assert "root/root" in listing and "torch_cnn.py" in listing
-
-
-def test_every_runtime_one_and_two_ranks_then_report(built, tmp_path):
-    """Also: benchmark options reach every benchmark (--bench-arg), and --mpirun is the
-    launcher used on the host (a wrapper that logs its calls)."""
-    out = tmp_path / "run"
-    calls = tmp_path / "mpirun.calls"
-    wrapper = tmp_path / "mpirun-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec mpirun.mpich "$@"\n')
-    wrapper.chmod(0o755)
-    kit(
-        *run_args(RUNTIMES, out, np="1,2"),
-        *("--bench-arg=--precision=bf16", "--bench-arg=--data-format=nhwc"),
-        *("--mpirun", str(wrapper)),
-    )
-    launched = [line for line in calls.read_text().splitlines() if line.startswith("-np 2 ")]
-    inside = {"docker", "podman"}  # these start ranks with the image's own mpirun
-    assert len(launched) == len(set(RUNTIMES.split(",")) - inside)
-    recs = records(out)
-    assert len(recs) == 2 * len(RUNTIMES.split(","))
-    assert {r["launcher"] for r in recs if r["ranks"] == 2 and r["runtime"] in inside} == {
-        "mpirun in container"
-    }
-    assert {(r["runtime"], r["ranks"]) for r in recs} == {
-        (rt, n) for rt in RUNTIMES.split(",") for n in (1, 2)
-    }
-    for r in recs:
-        assert r["status"] == "ok", (r["runtime"], r["output_tail"])
-        res = r["result"]
-        assert res["ranks"] == r["ranks"] and len(res["images_per_sec_per_rank"]) == r["ranks"]
-        assert res["images_per_sec"] > 0 and res["startup_s"] > 0
-        assert res["framework_version"] == recs[0]["result"]["framework_version"]
-        assert res["mpi_library"].startswith("MPICH Version:")
-        assert (res["precision"], res["data_format"]) == ("bf16", "nhwc")
-        assert r["mpirun"] == (None if r["ranks"] == 1 else "MPICH (Hydra) 4.0.2")
-        assert r["image_digest"].startswith("native:" if r["runtime"] == "native" else "sha256:")
-    text = kit("report", str(out)).stdout
-    for rt in RUNTIMES.split(","):
-        assert f"| {rt} | 1 |" in text
-    assert leftovers() == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
