@@ -24,11 +24,11 @@ def mounted(prep: Prepared) -> Prepared:
     (/var/tmp/$USER.ch/mnt) each ch-run makes as it starts, and ranks starting together on
     a node race for it: one fails with "can't mkdir: /var/tmp/USER.ch: File exists"
     (Debian's ch-run 0.31, seen across two nodes sharing /var/tmp). Each ch-run mounts in a
-    mount namespace of its own, so the ranks can share the folder."""
+    mount namespace of its own, so the ranks can share the folder. The folder is the
+    Prepared's only dir: exec_argv mounts on it."""
     folder = Path(prep.ref).with_name(MOUNT_POINT)
     folder.mkdir(exist_ok=True)
-    options = (f"--mount={folder}", *prep.options)
-    return dataclasses.replace(prep, options=options, dirs=(*prep.dirs, str(folder)))
+    return dataclasses.replace(prep, dirs=(str(folder),))
 
 
 class Charliecloud(Runtime):
@@ -83,12 +83,13 @@ class Charliecloud(Runtime):
                 "--hosts run a cuda variant with singularity (--nv)"
             )
         ref = with_host_driver(Path(prep.ref), driver)
-        options = tuple(o for o in prep.options if not o.startswith("--mount="))  # a folder now
-        return dataclasses.replace(prep, ref=str(ref), options=options, dirs=())
+        return dataclasses.replace(prep, ref=str(ref), dirs=())  # a folder: nothing to mount
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
+        mount = [f"--mount={folder}" for folder in prep.dirs]  # see mounted
         binds = [f"--bind={path}:{DATA_MOUNT}" for path in job.binds]
-        return [self.tool, *prep.options, *binds, *job.extra, prep.ref, "--", *job.program]
+        argv = [self.tool, *mount, *prep.options, *binds, *job.extra, prep.ref]
+        return [*argv, "--", *job.program]
 
     def data_path(self, host_path: str) -> str:
         return DATA_MOUNT
