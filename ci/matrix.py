@@ -15,7 +15,7 @@ def matrix(listing: list[dict]) -> list[dict]:
             "variant": v,
             "version": r["version"],
             "distro": r["distro"],
-            "tag": f"kit/{r['name']}:{r['version']}-{v}",
+            "tag": r["tags"][v],
         }
         for r in listing
         for v in r["variants"]

@@ -22,6 +22,7 @@ def rows() -> list[dict]:
             "stack": r.stack,
             "frameworks": r.frameworks,
             "variants": list(r.variants),
+            "tags": {v: r.tag(v) for v in r.variants},  # the local tag of each variant
             "benchmarks": list(r.benchmarks),
             "description": r.description,
         }
