@@ -21,12 +21,13 @@ CPUS = 0.5  # the injected slowdown: a CFS quota of half a core on the docker ar
 def campaign(built, tmp_path_factory) -> Path:
     """native, a second native arm, and docker under a CPU quota; one thread per rank, so
     the quota should halve docker's throughput. Precision-targeted: rounds are added after
-    the first 9 (enough for a 99 % report) until both comparisons are within ±5 % or 2
-    minutes are spent (11-14 rounds in the CI runs here)."""
+    the first 12 until both comparisons are within ±5 % or 2 minutes of trials are spent
+    (11-14 rounds in session 21's CI runs; on a VM half as fast the 2 minutes were gone
+    after the first 9, so the first rounds are 12, not 9: see the A/A test)."""
     out = tmp_path_factory.mktemp("stats") / "campaign"
     # Short trials: a launch's own offset (up to +-30 % for this model here) does not shrink
     # with its length, so the budget buys more launches instead.
-    args = run_args("native,native@b,docker", out, np="1", repeats="9", steps="100", warmups="1")
+    args = run_args("native,native@b,docker", out, np="1", repeats="12", steps="100", warmups="1")
     args += ["--runtime-arg", f"docker:--cpus={CPUS}", "--precision", "5%", "--budget", "2m"]
     p = kit(*args, env={**os.environ, "OMP_NUM_THREADS": "1"})
     last = p.stderr.strip().splitlines()[-1]
@@ -47,14 +48,15 @@ def test_a_a_campaign_finds_no_difference(campaign):
     # A 95% interval flags one A/A campaign in twenty by design; at 99% a correct
     # kit fails this test about once in a hundred runs.
     at95 = arms(campaign)["native@b"]
-    assert at95["n"] >= 9 and at95["method"].startswith("paired (")
+    assert at95["n"] >= 12 and at95["method"].startswith("paired (")
     assert at95["precision"] in ("reached", "not reached")
     b = arms(campaign, "--confidence", "0.99")["native@b"]
     assert b["verdict"] == "no significant difference", b
     assert b["ratio"]["low"] <= 1 <= b["ratio"]["high"]
     # This VM's launches of this model scatter by up to +-30 %: 11 and 13 rounds resolved
-    # 13 % and 19 % at 99 % in two CI runs here; 9 rounds 13 %, 27 % and once 45 %, too
-    # close to the bound, so the campaign keeps its 2 minutes (a noisier host: more)
+    # 13 % and 19 % at 99 % in two CI runs here; 9 rounds 13 %, 27 %, once 45 % and, on a
+    # slower VM, 60 %, past the bound: at 9 rounds the 99 % interval is the extreme pair of
+    # rounds, so the campaign runs at least 12
     assert 0 < b["detectable"] < 0.5, b["detectable"]
 
 
