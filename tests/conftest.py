@@ -47,3 +47,32 @@ def kit_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(REPO / "benchmarks", tmp_path / "benchmarks")
     monkeypatch.setenv("KIT_ROOT", str(tmp_path))
     return tmp_path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-images",
+        action="store_true",
+        help="also the tests of every other recipe's image (builds them all: ci/test --all-images)",
+    )
+    parser.addoption(
+        "--only-image",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="only the integration tests that need this image (repeatable; a CI matrix's cell)",
+    )
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """Time per tier (set-up, call and tear-down of its tests), for ci/test's closing
+    summary; the builds' spans are the integration conftest's line."""
+    spent: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if isinstance(r, pytest.TestReport):
+                tier = "integration" if "integration/" in r.nodeid else "unit"
+                spent[tier] = spent.get(tier, 0.0) + r.duration
+    if spent:
+        spans = ", ".join(f"{tier} {s:.0f} s" for tier, s in sorted(spent.items()))
+        terminalreporter.write_line(f"time per tier: {spans}")

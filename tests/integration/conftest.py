@@ -5,6 +5,7 @@ These need the Docker engine, the base image, Apptainer, Charliecloud and MPICH
 `kit doctor`'s table as the reason, when something is missing.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -146,22 +147,21 @@ def build_definition(scratch: Path) -> Path | str:
 
 class Builds:
     """Every image this session's tests ask for, and the definition's SIF, built in the
-    background from the moment pytest has collected the tests, all at once: the builds'
-    single-threaded steps (apt, pip, a compile's configure) leave a core idle that the
-    others, the unit tests and the CA-certificate test (a build itself) use. No test that
-    needs an image starts before every build is done: on 2 cores the builds are
-    CPU-bound, and trials run beside them stretched Horovod's compile, which the longest
-    tests wait for (2126 s for the whole CI against 1910 s, measured). Each build's start
-    and end, in seconds since the first started, go in the log."""
+    background from the moment pytest has collected the tests, one at a time in the order
+    the tests need them: a test waits for its own image only, and no more than one build
+    runs beside the tests (seven at once on two cores took load averages of 14 and
+    stretched every build past the tests that waited for it). Each build's start and end,
+    in seconds since the first started, go in the summary."""
 
     def __init__(self, images: list[str], definition: bool) -> None:
         self.t0 = time.monotonic()
         self.times: dict[str, tuple[float, float]] = {}
-        self.pool = ThreadPoolExecutor(max_workers=len(images) + 1)
+        self.pool = ThreadPoolExecutor(max_workers=1)
         jobs: dict[str, Callable[[], object]] = {i: partial(build_image, i) for i in images}
         if definition:
             jobs["definition"] = cached_definition
-        self.futures = {n: self.pool.submit(self._timed, n, job) for n, job in jobs.items()}
+        order = sorted(jobs, key=lambda n: ORDER.index(FIXTURE_OF.get(n, n)))
+        self.futures = {n: self.pool.submit(self._timed, n, jobs[n]) for n in order}
 
     def _timed(self, name: str, job: Callable[[], object]) -> object:
         start = time.monotonic() - self.t0
@@ -180,10 +180,6 @@ class Builds:
     def definition(self) -> Path | str:
         return self.futures["definition"].result()
 
-    def wait_all(self) -> None:
-        for f in self.futures.values():
-            f.exception()
-
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -192,18 +188,41 @@ def build_image(image: str) -> subprocess.CompletedProcess:
     return subprocess.run(["kit", "build", image], capture_output=True, text=True, timeout=3600)
 
 
-# The tests run grouped by the image they need, in this order; those that need none
-# (the CA-certificate test) first, while the images build.
-ORDER = (*IMAGE_OF, "definition")
+# The tests run grouped by the image they need, in this order, and the images build in the
+# same order; those that need none (the CA-certificate test) first, while the first builds.
+ORDER = (
+    *("built", "openmpi", "definition", "horovod", "caffe2", "pytorch2", "tf2", "tf2_openmpi"),
+    "quiet",  # the tests that measure: once every build is done
+)
+FIXTURE_OF = {image: fixture for fixture, image in IMAGE_OF.items()}
+# The images only `ci/test --all-images` builds: the default tier proves every runtime, both
+# MPI flavours, the nodes, Slurm and the faults on the two smallest images (README, Tests).
+ALL_IMAGES_ONLY = frozenset({"horovod", "caffe2", "pytorch2", "tf2", "tf2_openmpi"})
 BUILDS = pytest.StashKey[Builds]()
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests grouped by the image they need; without --all-images, those that need an image
+    of the --all-images tier deselected (counted in pytest's summary)."""
+
     def rank(item: pytest.Item) -> int:
         return max((ORDER.index(f) + 1 for f in item.fixturenames if f in ORDER), default=0)
 
     items.sort(key=rank)
+    if only := config.getoption("only_image"):
+        if unknown := set(only) - set(IMAGE_OF.values()):
+            raise pytest.UsageError(f"--only-image {', '.join(sorted(unknown))}: not one of "
+                                    f"{', '.join(sorted(IMAGE_OF.values()))}")  # fmt: skip
+        wanted = {f for f, image in IMAGE_OF.items() if image in only}
+        other = [i for i in items if not wanted & set(i.fixturenames)]
+        config.hook.pytest_deselected(items=other)
+        items[:] = [i for i in items if i not in other]
+    elif not config.getoption("all_images"):
+        later = [i for i in items if ALL_IMAGES_ONLY & set(i.fixturenames)]
+        if later:
+            config.hook.pytest_deselected(items=later)
+            items[:] = [i for i in items if i not in later]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -228,10 +247,16 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def builds(ready, request) -> Builds:
-    """Every build, finished (see Builds: trials do not run beside them)."""
-    builds = request.config.stash[BUILDS]
-    builds.wait_all()
-    return builds
+    """The session's builds (see Builds): each fixture below waits for its own."""
+    return request.config.stash[BUILDS]
+
+
+@pytest.fixture(scope="session")
+def quiet(builds) -> None:
+    """Every build of the session done: a campaign that measures runs with none beside it
+    (the tests that ask for this run last)."""
+    for name in builds.futures:
+        builds.futures[name].exception()
 
 
 @pytest.fixture(scope="session")
@@ -318,41 +343,90 @@ LEFTOVER = re.compile(
     r"(?<![\w-])(squashfuse|mpirun|hydra_pmi_proxy|orted|ch-run|starter|conmon"
     r"|torch_cnn|tf_cnn|caffe2_cnn|mpi_bench|lean\.py|mpiloop)"
 )
+# A trial's name, kit-CAMPAIGN-INDEX: in KIT_TRIAL, container names and conmon's argv
+TRIAL_NAME = re.compile(rb"kit-([0-9a-f]{8})-\d+")
 
 
 def docker(*args: str) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
 
 
+class Session:
+    """This test session's own: its campaigns (each writes OUT/campaign.json under pytest's
+    temporary folder) and when it started, so that what another job of the same user runs
+    beside the tests is never taken for a leftover of theirs."""
+
+    tmp: Path | None = None
+    started = 0  # clock ticks since boot (/proc/PID/stat's start time)
+
+    @classmethod
+    def campaigns(cls) -> set[bytes]:
+        found = set()
+        for f in cls.tmp.rglob("campaign.json") if cls.tmp else ():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                found.add(json.loads(f.read_text())["campaign"].encode())
+        return found
+
+
+def _ticks_now() -> int:
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _proc(pid: str) -> tuple[bytes, bytes, int, int] | None:
+    """(argv, environ, parent pid, start ticks) of one of our running processes."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if stat[0] == "Z":  # a zombie runs nothing: Podman's conmon exits as the container
+            return None  # ends, and its parent reaps it a moment later
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except (OSError, IndexError):
+        return None
+    return argv, environ, int(stat[1]), int(stat[19])
+
+
 def leftovers() -> list[str]:
-    """Our processes that a trial could have left behind, and kit containers."""
-    mine = subprocess.run(
-        ["ps", "-u", str(os.getuid()), "-o", "pid=,stat=,args="], capture_output=True, text=True
-    ).stdout.splitlines()
-    # a zombie runs nothing: Podman's conmon exits as the container ends, and its parent
-    # (Podman's pause process) reaps it a moment later
-    running = [p for p in mine if p.split(None, 2)[1:2] != ["Z"] and "<defunct>" not in p]
-    procs = [p for p in running if LEFTOVER.search(p)]
-    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
-    return procs + containers
+    """This session's trial processes and containers still there (see trial_processes), and
+    the processes a trial starts that carry no marker (mount daemons clear their
+    environment): named in LEFTOVER, started since the session began, orphaned (their
+    launcher gone), and naming no other campaign."""
+    mine = Session.campaigns()
+    found = trial_processes()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not (p := _proc(entry.name)):
+            continue
+        argv, environ, parent, start = p
+        if b"KIT_TRIAL=" in environ or parent != 1 or start < Session.started:
+            continue
+        if LEFTOVER.search(argv.decode(errors="replace")) and set(TRIAL_NAME.findall(argv)) <= mine:
+            found.append(argv.decode(errors="replace")[:120])
+    return found
 
 
 def trial_processes() -> list[str]:
-    """Our processes that carry a trial's KIT_TRIAL marker (kit sets it in every trial's
-    environment, so every rank and launcher has it), and kit's containers."""
+    """This session's trial processes (their KIT_TRIAL marker, which kit sets in every
+    trial's environment so that every rank and launcher has it, names one of its
+    campaigns) and containers."""
+    mine = Session.campaigns()
     found = []
     for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and b"\0KIT_TRIAL=" in b"\0" + (entry / "environ").read_bytes():
-                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120])
-        except OSError:
+        if not entry.name.isdigit() or not (p := _proc(entry.name)):
             continue
-    containers = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
-    return found + containers
+        argv, environ, _, _ = p
+        marker = next((v for v in environ.split(b"\0") if v.startswith(b"KIT_TRIAL=")), b"")
+        if set(TRIAL_NAME.findall(marker)) & mine:
+            found.append(argv.decode(errors="replace")[:120])
+    names = docker("ps", "-a", "--filter", "name=kit-", "--format", "{{.Names}}").split()
+    return found + [n for n in names if set(TRIAL_NAME.findall(n.encode())) & mine]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session(tmp_path_factory) -> None:
+    Session.tmp, Session.started = tmp_path_factory.getbasetemp(), _ticks_now()
 
 
 @pytest.fixture(autouse=True)
-def nothing_left_behind():
+def nothing_left_behind(session):
     """After every integration test, no process or container of any trial it ran is left
     (a test that killed kit itself gets 30 s for the orphans to finish)."""
     yield

@@ -135,9 +135,7 @@ def test_ca_cert_serves_the_build_and_stays_out_of_every_layer(ready, tmp_path):
 def test_conversions_are_cached_by_digest(built):
     d = built["dir"]
     before = {f: (d / f).stat().st_mtime for f in ("image.sif", "image.sqfs", "image.tar")}
-    t0 = time.monotonic()
     again = kit("convert", IMAGE, "--to", "singularity,shifter")
-    assert time.monotonic() - t0 < 20
     assert again.stderr.count("cached for sha256:") == 3
     assert {f: (d / f).stat().st_mtime for f in before} == before
     conversion = json.loads((d / "manifest.json").read_text())["conversion"]

@@ -61,3 +61,13 @@ def test_publish_refuses_without_registry():
         env=env,
     )
     assert p.returncode != 0 and "set KIT_REGISTRY" in p.stderr
+
+
+def test_tests_workflow_runs_each_image_of_the_all_images_tier_in_a_matrix_cell():
+    """Every image only `ci/test --all-images` tests has its cell, and no other."""
+    from tests.integration.conftest import ALL_IMAGES_ONLY, IMAGE_OF
+
+    tests = (REPO / ".github" / "workflows" / "tests.yml").read_text()
+    cells = tests.split("image: [", 1)[1].split("]", 1)[0].split(", ")
+    assert sorted(cells) == sorted(IMAGE_OF[f] for f in ALL_IMAGES_ONLY)
+    assert 'run: ci/test --only-image "$IMAGE" -m integration -ra' in tests
