@@ -6,9 +6,10 @@ import signal
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from kit import __version__
+from kit.core import schema
 from kit.core.errors import KitError, RunFailed
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ def _run_preset(a: argparse.Namespace) -> None:
         raise KitError("--slurm-config goes with --full, whose legs are Slurm jobs")
     out = a.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
     if a.dry_run:
+        store.check_out(out)
         _run_legs(a, p, out, kit_parser)
         return
     with store.held(out):  # legs lock their own folders inside it
@@ -166,8 +168,9 @@ def _run_legs(
 
 
 def cmd_run(a: argparse.Namespace) -> None:
+    from kit.core import paths
     from kit.results import store
-    from kit.run import campaign, plan, request, sbatch
+    from kit.run import campaign, orphans, plan, request, sbatch
 
     if a.preset is not None:
         _run_preset(a)
@@ -176,8 +179,11 @@ def cmd_run(a: argparse.Namespace) -> None:
         raise KitError("--full goes with --preset NAME (the study's own sizes)")
     c = request.check(request.RunRequest.of(a), plan_only=a.dry_run)
     out = a.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    if a.dry_run:  # what the run would refuse before its first trial, it refuses now
-        if a.out is not None:
+    if a.emit:  # the scripts' folder, not --out, is what the emission writes
+        paths.make_dir(a.emit, "--emit", dry_run=a.dry_run)
+    if a.dry_run:  # what the run would refuse before its first trial, in its order, now
+        if not a.emit:
+            store.check_out(out)
             store.check_campaign(out, c.spec, a.resume)
         campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
         print(plan.describe(c.design, c.opts))
@@ -194,6 +200,8 @@ def cmd_run(a: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     with store.held(out):
         campaign_id, done = store.open_campaign(out, c.spec, a.resume)
+        if a.resume:  # its killed run's trials may still run: none beside the first trial
+            orphans.end(campaign_id)
         try:
             campaign.execute(
                 c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done
@@ -235,10 +243,27 @@ def cmd_doctor(a: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
-def parser() -> argparse.ArgumentParser:
+def cmd_cache(a: argparse.Namespace) -> None:
+    from kit.image import cache, engine
+
+    if a.cache_command == "ls":
+        ids = engine.image_ids()
+        print(cache.listing_json(ids) if a.json else cache.listing(ids))
+    else:
+        print(cache.prune(cache.Rules.of(a.keep_last, a.older_than, a.max_size), a.dry_run))
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its mistakes said on one line as kit's own are (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
+
+
+def parser() -> Parser:
     from kit import runtimes
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="kit",
         description="Build, convert and run distributed deep-learning "
         f"benchmarks natively and in {runtimes.products()}.",
@@ -248,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = (_list, _render, _base, _build, _convert, _pull, _import, _run, _report)
-    for add in (*commands, _presets, _doctor):
+    for add in (*commands, _presets, _doctor, _cache):
         add(sub)
     return p
 
@@ -650,12 +675,78 @@ def _doctor(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_doctor)
 
 
+def _cache(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "cache",
+        help="the converted images kit keeps (SIF, squashfs, tar): list them, prune them",
+        description="Each image digest kit converted has a folder in the cache (KIT_CACHE) "
+        "holding its products; a folder a running campaign or conversion uses is never "
+        "removed.",
+    )
+    s.set_defaults(func=cmd_cache)  # one function a subcommand: it reads cache_command
+    cache = s.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    ls = cache.add_parser(
+        "ls",
+        help="each image folder: products and sizes, last use, whether in use or still in "
+        "the engine",
+        description="Each image folder, least recently used first (what prune removes "
+        "first): its products and their sizes, when a campaign or conversion last used it, "
+        "whether a running kit uses it now, and whether the engine still holds the image.",
+    )
+    ls.add_argument("--json", action="store_true", help="as JSON")
+    prune = cache.add_parser(
+        "prune",
+        help="remove image folders, least recently used first, until the rules hold",
+        description="Remove whole image folders, least recently used first, until every "
+        "rule given holds; a folder a running kit uses is kept (and said). Prints what it "
+        "removed and the space freed.",
+    )
+    prune.add_argument(
+        "--keep-last", type=int, metavar="N", help="at most N folders remain (the most recent)"
+    )
+    prune.add_argument(
+        "--older-than", metavar="AGE", help="remove folders unused for longer, e.g. 30d, 12h"
+    )
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="at most this much in all, e.g. 20G, 500M, 1.5T"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
+
+def commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser, by name."""
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def check_typed(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every string typed for the command on one line (schema.one_line): each may end up
+    in a batch script, a file name or a report's markup. (The subcommand is known by its
+    function: args.command is run's --command.)"""
+    chosen = next(s for s in commands(p).values() if s.get_default("func") is args.func)
+    _one_line(chosen, args)
+
+
+def _one_line(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for action in p._actions:
+        value = getattr(args, action.dest, None)
+        if isinstance(action, argparse._SubParsersAction):  # kit cache ls: its own options
+            if value in action.choices:
+                _one_line(action.choices[value], args)
+            continue
+        name = max(action.option_strings, key=len, default=action.metavar or action.dest)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str | Path):
+                schema.one_line(name, str(item))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     try:
+        check_typed(p, args)
         args.func(args)
     except KitError as e:
-        print(f"kit: error: {e}", file=sys.stderr)
+        print(f"kit: error: {schema.printable(str(e))}", file=sys.stderr)
         return e.status
     except KeyboardInterrupt:
         print("kit: interrupted", file=sys.stderr)
@@ -665,10 +756,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:  # a file or folder the user named cannot be used
         where = f"'{e.filename}': " if e.filename else ""
-        print(
-            f"kit: error: {where}{e.strerror or e}; check the path and its permissions",
-            file=sys.stderr,
-        )
+        said = schema.printable(f"{where}{e.strerror or e}")
+        print(f"kit: error: {said}; check the path and its permissions", file=sys.stderr)
         return 2
     return 0
 

@@ -4,6 +4,7 @@ The rows are the components runtimes share, then each registered runtime's own
 command as it declares it; what a runtime needs is its declaration, not a table here.
 """
 
+import dataclasses
 import getpass
 import os
 import shutil
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir
+from kit.core.paths import cache_dir, size_of
 from kit.core.proc import version_line
 from kit.image import engine
+from kit.image.cache import images_dir
 from kit.image.debian_base import base_tag
 from kit.image.recipes import FLAVOURS
 from kit.runtimes import RUNTIMES, Runtime, gpu
@@ -114,7 +116,9 @@ def first_line(text: str) -> str:
 
 
 def tools() -> dict[str, Check]:
-    """Each runtime's own command, as the runtime declares it (one row per command)."""
+    """Each runtime's own command, as the runtime declares it (one row per command): the
+    very client kit calls (Runtime.client; Docker's need not be PATH's first), its
+    version and where it is."""
     users: dict[str, list[type[Runtime]]] = {}
     for cls in RUNTIMES.values():
         users.setdefault(cls.tool, []).append(cls)
@@ -122,15 +126,14 @@ def tools() -> dict[str, Check]:
     def label(tool: str, names: list[str]) -> str:
         return tool if names == [tool] else f"{', '.join(names)} ({tool})"
 
-    return {
-        f"tool:{tool}": _tool(
-            label(tool, [c.name for c in classes]),
-            [tool, *classes[0].version_argv],
-            classes[0].fix,
-            first_line,
-        )
-        for tool, classes in users.items()
-    }
+    def check(tool: str, classes: list[type[Runtime]]) -> Check:
+        client = classes[0].client()
+        where = shutil.which(client) or client
+        argv = [client, *classes[0].version_argv]
+        said = _tool(label(tool, [c.name for c in classes]), argv, classes[0].fix, first_line)
+        return dataclasses.replace(said, detail=f"{said.detail} ({where})") if said.ok else said
+
+    return {f"tool:{tool}": check(tool, classes) for tool, classes in users.items()}
 
 
 def needs(name: str) -> tuple[str, ...]:
@@ -167,16 +170,20 @@ LOW_DISK_GB = 10  # a campaign's conversions: a few GB for each image it runs
 
 def disk() -> str:
     """Free space where kit keeps its conversions and environments, and what the cache
-    already holds there: disks fill with images, so say it before a campaign does."""
+    already holds there (its converted images apart: what kit cache prune removes): disks
+    fill with images, so say it before a campaign does."""
     cache = cache_dir()
     where = next(p for p in (cache, *cache.parents) if p.exists())
     free = shutil.disk_usage(where).free / 1e9
-    held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file() and not f.is_symlink())
-    line = f"disk: {free:.0f} GB free under {cache} (the cache holds {held / 1e9:.1f} GB)"
+    held, images = size_of(cache) / 1e9, size_of(images_dir()) / 1e9
+    line = (
+        f"disk: {free:.0f} GB free under {cache} (the cache holds {held:.1f} GB, converted "
+        f"images {images:.1f} GB of it: kit cache ls)"
+    )
     if free < LOW_DISK_GB:
         line += (
             f"; under {LOW_DISK_GB} GB: each image a campaign runs is converted there (a few "
-            "GB each), so free space or set KIT_CACHE to a larger disk"
+            "GB each), so free space (kit cache prune) or set KIT_CACHE to a larger disk"
         )
     return line
 

@@ -1,9 +1,16 @@
 """User mistakes: one line on stderr, exit 2, no traceback."""
 
+import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -151,8 +158,9 @@ def test_doctor_prints_its_table_whatever_the_engine_does(tmp_path):
     assert lines[1].startswith("docker engine") and "MISSING" in lines[1]
     assert lines[-1] == "missing for docker: base image, docker engine"
     (disk,) = [line for line in lines if line.startswith("disk: ")]
-    said = f" GB free under {tmp_path}/.cache/kit (the cache holds 0.0 GB)"
-    assert said in disk  # the low-space advice may follow: this machine's disk decides
+    said = f" GB free under {tmp_path}/.cache/kit (the cache holds 0.0 GB, converted images "
+    # the low-space advice may follow: this machine's disk decides
+    assert said + "0.0 GB of it: kit cache ls)" in disk
 
 
 def test_unrunnable_docker_client_is_one_line(tmp_path):
@@ -289,18 +297,53 @@ def test_doctor_warns_of_a_disk_too_small_for_a_campaign(tmp_path, monkeypatch, 
     from kit import doctor
 
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
-    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "images" / "x" / "0123").mkdir(parents=True)
     with open(tmp_path / "cache" / "a.sif", "wb") as sif:
         sif.truncate(300_000_000)  # sparse: counts as 0.3 GB held, takes no disk
+    with open(tmp_path / "cache" / "images" / "x" / "0123" / "image.sif", "wb") as sif:
+        sif.truncate(200_000_000)
     usage = doctor.shutil.disk_usage(tmp_path)._replace(free=int(free_gb * 1e9))
     monkeypatch.setattr(doctor.shutil, "disk_usage", lambda _: usage)
-    line = f"disk: {free_gb:.0f} GB free under {tmp_path}/cache (the cache holds 0.3 GB)"
+    line = (
+        f"disk: {free_gb:.0f} GB free under {tmp_path}/cache (the cache holds 0.5 GB, "
+        "converted images 0.2 GB of it: kit cache ls)"
+    )
     if free_gb < doctor.LOW_DISK_GB:
         line += (
             "; under 10 GB: each image a campaign runs is converted there (a few GB each), "
-            "so free space or set KIT_CACHE to a larger disk"
+            "so free space (kit cache prune) or set KIT_CACHE to a larger disk"
         )
     assert doctor.disk() == line
+
+
+def test_doctor_checks_the_docker_client_kit_calls_not_paths_first(tmp_path, monkeypatch):
+    """PATH's first docker (28.2) lacks the buildx plugin, so kit calls the next, whose
+    built-in BuildKit it builds with (20.10): the engine row and the tool row both name
+    that one, with its path and version."""
+    from kit import doctor
+    from kit.image import engine
+
+    clients = {}
+    for version, folder in (("28.2.2", "new"), ("20.10.24", "old")):
+        client = tmp_path / folder / "docker"
+        client.parent.mkdir()
+        client.write_text(
+            f'#!/bin/sh\ncase "$1" in buildx) exit 1 ;; --version) echo "Docker version '
+            f'{version}, build x" ;; version) echo {version} ;; *) exit 1 ;; esac\n'
+        )
+        client.chmod(0o755)
+        clients[version] = client
+    monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:{tmp_path / 'old'}:/usr/bin:/bin")
+    monkeypatch.delenv("KIT_DOCKER", raising=False)
+    engine.docker.cache_clear()
+    try:
+        tool = doctor.tools()["tool:docker"]
+        assert (tool.ok, tool.detail) == (
+            True, f"Docker version 20.10.24, build x ({clients['20.10.24']})",
+        )  # fmt: skip
+        assert doctor.components()["engine"].detail == f"20.10.24 via {clients['20.10.24']}"
+    finally:
+        engine.docker.cache_clear()
 
 
 def test_doctor_names_a_tool_that_does_not_answer_instead_of_waiting_on_it():
@@ -308,3 +351,175 @@ def test_doctor_names_a_tool_that_does_not_answer_instead_of_waiting_on_it():
 
     check = doctor._tool("Slurm", ["sleep", "30"], "start slurmctld", wait=0.3)
     assert (check.ok, check.detail) == (False, "'sleep' gave no answer within 0.3 s")
+
+
+# The required arguments of each command whose options a user's string reaches a script,
+# a file name or a report's markup through: (its positional's value, other options).
+TYPED = {"run": ("pytorch-mpich", ["--dry-run"]), "report": ("results", []),
+         "import": ("Dockerfile", ["--name", "x"])}  # fmt: skip
+
+
+def typed(command: str) -> list[argparse.Action]:
+    """Every option and argument of `kit COMMAND` that takes a string (or a path), as its
+    parser declares them: a new option is walked without a test naming it."""
+    from kit import cli
+
+    actions = cli.commands(cli.parser())[command]._actions
+    return [a for a in actions if a.nargs != 0 and a.type in (None, str, Path)]
+
+
+@pytest.mark.parametrize("command", list(TYPED))
+def test_no_option_takes_a_line_break(command, capsys):
+    """A newline in --emit wrote a line into the sbatch script (running it ran `touch`);
+    one in --unit split the report's table. Every string option of kit run (and of kit
+    report and kit import) refuses one, in one line naming it, before anything runs."""
+    from kit import cli
+
+    positional, options = TYPED[command]
+    walked = typed(command)
+    assert len(walked) >= {"run": 30, "report": 3, "import": 4}[command]
+    for action in walked:
+        name = max(action.option_strings, key=len, default=action.metavar)
+        bad = "a\nb\x1b[2J"
+        if action.option_strings:
+            argv = [command, positional, *options, name, bad]
+        else:
+            argv = [command, bad, *options]
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err == (
+            f"kit: error: {name} 'a\\nb\\x1b[2J' holds a control character (a line break, a "
+            "tab, an escape); give it on one line of printable characters\n"
+        ), argv
+
+
+@contextlib.contextmanager
+def unprivileged() -> Iterator[None]:
+    """Run as nobody (root writes in any folder, so cannot be refused one)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContextManager]:
+    """The options of a case the run refuses before its first trial, and what holds while
+    it is run (a lock, a user)."""
+    plan = ["pytorch-mpich", "--runtime", "native"]
+    (tmp / "file").write_text("")
+    if case == "--out a file":
+        return [*plan, "--out", str(tmp / "file")], contextlib.nullcontext()
+    if case == "--out not writable":
+        (tmp / "ro").mkdir(mode=0o555)
+        return [*plan, "--out", str(tmp / "ro" / "x")], unprivileged()
+    if case == "trials.jsonl a folder":
+        (tmp / "out" / "trials.jsonl").mkdir(parents=True)
+        return [*plan, "--out", str(tmp / "out")], contextlib.nullcontext()
+    if case == "--emit a file":
+        return [*plan, "--launcher", "slurm", "--emit", str(tmp / "file")], contextlib.nullcontext()
+    if case == "--data-dir a file":
+        return [*plan, "--data", "real", "--data-dir", str(tmp / "file")], contextlib.nullcontext()
+    if case == "--resume without --out":
+        return [*plan, "--resume"], contextlib.nullcontext()
+    if case == "--resume while another run holds the folder":
+        from kit.results import store
+
+        store.open_campaign(tmp / "out", {"image": "x"}, resume=False)
+        return [*plan, "--out", str(tmp / "out"), "--resume"], store.held(tmp / "out")
+    with tarfile.open(tmp / "image.tar", "w") as t:  # an image tar with a bogus manifest
+        data = json.dumps([{"Config": "c.json", "Layers": ["l/layer.tar"]}]).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    command = ["--command", "train", "--metric=(?P<rate>[0-9.]+)", "--runtime", "docker"]
+    return ["--image", str(tmp / "image.tar"), *command], contextlib.nullcontext()
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("--out a file", "--out '{t}/file' is a file; choose a directory"),
+        ("--out not writable", "--out '{t}/ro/x' cannot be made (Permission denied); choose"),
+        ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is not a regular file; move it away"),
+        ("--data-dir a file", "--data-dir '{t}/file' is a file; choose a directory"),
+        ("--emit a file", "--emit '{t}/file' is a file; choose a directory"),
+        ("--resume without --out", "--resume needs --out DIR, the campaign to continue"),
+        ("--resume while another run holds the folder", "{t}/out is in use by another kit run"),
+        ("an image tar with a bogus manifest", "--image '{t}/image.tar' is a tar file but not "
+         "a docker save archive: its manifest.json names c.json, which the archive does not"),
+    ],
+)  # fmt: skip
+def test_the_dry_run_refuses_what_the_run_refuses_with_the_same_line(case, said, capsys):
+    """The dry run passed each of these, which the run refuses before its first trial: it
+    makes the same checks, in the same order, without making a folder, taking a lock or
+    loading an image."""
+    from kit import cli
+
+    with tempfile.TemporaryDirectory() as name:  # not under pytest's root-only folder
+        tmp = Path(name)
+        tmp.chmod(0o755)
+        args, holding = refused(case, tmp)
+        with holding:
+            before = sorted(tmp.rglob("*"))
+            assert cli.main(["run", *args, "--dry-run"]) == 2
+            dry = capsys.readouterr().err
+            assert sorted(tmp.rglob("*")) == before  # the dry run made nothing
+            assert cli.main(["run", *args]) == 2
+            real = capsys.readouterr().err
+    assert dry.startswith(f"kit: error: {said.format(t=tmp)}") and len(dry.splitlines()) == 1
+    assert real.splitlines()[0] == dry.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--repeats", "1000000000"],
+            "the campaign would run 2000000002 trials: 1000000001 rounds (--warmup-trials 1 + "
+            "--repeats 1000000000) x 1 configurations (1 --bench x 1 --model x 1 --batch-size "
+            "x 1 --np x 1 --data) x 2 launches (2 --runtime arms); one campaign runs at most "
+            "100000: lower these, or split it into campaigns",
+        ),
+        (
+            ["--baseline-launches", "2000000000"],
+            "the campaign would run 18000000009 trials: 9 rounds (--warmup-trials 1 + "
+            "--repeats 8) x 1 configurations (1 --bench x 1 --model x 1 --batch-size x 1 --np "
+            "x 1 --data) x 2000000001 launches (2 --runtime arms, native 2000000000 times); "
+            "one campaign runs at most 100000: lower these, or split it into campaigns",
+        ),
+        (
+            [
+                *("--batch-size", ",".join(map(str, range(1, 501))), "--model", "tiny,alexnet"),
+                *("--np", "1,2", "--data", "synthetic,real", "--repeats", "17"),
+            ],
+            "the campaign would run 144000 trials: 18 rounds (--warmup-trials 1 + --repeats 17) "
+            "x 4000 configurations (1 --bench x 2 --model x 500 --batch-size x 2 --np x 2 "
+            "--data) x 2 launches (2 --runtime arms); one campaign runs at most 100000: lower "
+            "these, or split it into campaigns",
+        ),
+    ],
+)
+def test_a_campaign_too_large_is_refused_before_its_plan_is_built(args, said, capsys):
+    """--dry-run --repeats 1000000000 printed nothing for a minute, then ran out of
+    memory: the plan's size is known from the options' counts before it is built."""
+    from kit import cli
+
+    assert cli.main(["run", "pytorch-mpich", "--runtime", "native,docker", "--dry-run", *args]) == 2
+    assert capsys.readouterr().err == f"kit: error: {said}\n"
+
+
+def test_a_mistake_argparse_finds_is_one_line_too(capsys):
+    from kit import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "pytorch-mpich", "--baseline-launches", "2e9"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        "kit: error: argument --baseline-launches: invalid int value: '2e9'; see kit run --help\n"
+    )

@@ -1,11 +1,15 @@
 """Where kit finds its recipes and keeps generated artefacts."""
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from kit.core.errors import KitError
 
 
 def repo_root() -> Path:
@@ -54,6 +58,37 @@ def made_whole(path: Path) -> Iterator[Path]:
         part.unlink(missing_ok=True)
 
 
+def make_dir(folder: Path, what: str, dry_run: bool = False) -> None:
+    """Make folder and its parents (a folder the user named: what is its option), or with
+    dry_run only find what would stop that, without making anything; either way the same
+    one-line KitError, so a dry run refuses what the run would."""
+    if os.path.exists(folder) and not os.path.isdir(folder):  # os.path's: False if unsearchable
+        raise KitError(f"{what} '{folder}' is a file; choose a directory")
+    why = None
+    if dry_run:
+        why = _unmakeable(folder)
+    else:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = e.strerror or str(e)
+    if why:
+        raise KitError(f"{what} '{folder}' cannot be made ({why}); choose another folder")
+
+
+def _unmakeable(folder: Path) -> str | None:
+    """Why mkdir -p of folder would fail (as its error says it), found without making it:
+    the nearest part of the path that is there must be a folder this user can write in."""
+    there = folder.absolute()
+    while not os.path.lexists(there) and there != there.parent:
+        there = there.parent
+    if not there.is_dir():  # a file on the way; a dangling link where a folder would be
+        return os.strerror(errno.EEXIST if there.is_symlink() else errno.ENOTDIR)
+    if there == folder.absolute() or os.access(there, os.W_OK | os.X_OK, effective_ids=True):
+        return None
+    return os.strerror(errno.EACCES)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `path` whole or not at all: into a temporary file beside it, flushed to disk,
     then renamed over it. A reader (or a run killed mid-write) never sees half a file,
@@ -68,3 +103,29 @@ def write_atomically(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def size_of(path: Path) -> int:
+    """Bytes in a file, or in the files under a folder on the folder's own file system:
+    links are not followed, nor mounts (a squashfs ch-run has mounted in the cache counts
+    as its file); what cannot be read counts nothing (a folder removed meanwhile)."""
+    try:
+        top = path.lstat()
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(top.st_mode):
+        return top.st_size if stat.S_ISREG(top.st_mode) else 0
+    total, todo = 0, [path]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
+                elif stat.S_ISDIR(st.st_mode) and st.st_dev == top.st_dev:
+                    todo.append(entry.path)
+    return total

@@ -1,4 +1,5 @@
-"""Checks for the TOML files users write (recipes, Slurm site files).
+"""Checks for the TOML files users write (recipes, Slurm site files), and for the strings
+they type on the command line.
 
 A misspelt key must not silently change what is built or submitted, and a value
 that lands in a Dockerfile, an Apptainer definition or a batch script must not be
@@ -13,8 +14,12 @@ from pathlib import Path
 
 from kit.core.errors import KitError
 
+# What breaks a line or a terminal: C0 and C1 controls, and the Unicode line and paragraph
+# separators (Python's splitlines splits at \x85, \u2028 and \u2029 as at \n).
+CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # image, benchmark and package names
-TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,500}")  # one printable line: quoted where rendered
+TEXT = re.compile(f"[^{CONTROL}]{{0,500}}")  # one printable line: quoted where rendered
+_CONTROL = re.compile(f"[{CONTROL}]")
 
 
 @dataclass(frozen=True)
@@ -54,3 +59,20 @@ def check_value(what: str, value: object, f: Field) -> None:
 
 def _names(kinds: tuple[type, ...]) -> str:
     return " or ".join("table" if k is dict else k.__name__ for k in kinds)
+
+
+def printable(text: str) -> str:
+    """text with each control character spelt as an escape (a newline as \\n), so what a
+    user typed shows on the one line of an error and cannot add one."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+def one_line(what: str, value: str) -> str:
+    """value, or a KitError when it holds a control character: a string a user types ends
+    up in a batch script, a file name or a report's markup, where a newline adds a line."""
+    if _CONTROL.search(value):
+        raise KitError(
+            f"{what} '{printable(value)}' holds a control character (a line break, a tab, "
+            "an escape); give it on one line of printable characters"
+        )
+    return value

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core import inputs
 from kit.core.errors import KitError
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
@@ -156,10 +157,8 @@ def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str])
     }
     art.dir.mkdir(parents=True, exist_ok=True)
     path = art.manifest
-    try:  # a rebuild of the same digest keeps what its conversions recorded
-        earlier = json.loads(path.read_text()).get("conversion")
-    except (OSError, ValueError, AttributeError):
-        earlier = None
+    old = inputs.remade(path)  # a rebuild of the same digest keeps what its conversions recorded
+    earlier = old.get("conversion") if isinstance(old, dict) else None
     if earlier:
         manifest["conversion"] = earlier
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")

@@ -4,7 +4,6 @@ Everything is filed under the image's content digest, so converting an
 unchanged image again does no work and a rebuilt image never reuses a stale SIF.
 """
 
-import fcntl
 import json
 import os
 import shutil
@@ -17,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.core import inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
+from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atomically
 from kit.core.proc import capture, stream, which
-from kit.image import engine, rootfs
+from kit.image import engine, marks, rootfs
 from kit.image.recipes import Recipe
 
 if TYPE_CHECKING:
@@ -91,6 +91,9 @@ def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
     if not found:
         return None
     _, art, made = max(found, key=lambda x: x[0])
+    marks.use(art.dir)
+    if not made.is_file():  # removed (kit cache prune) before it was marked
+        return None
     print(
         f"no Docker engine answers: using {made}, converted earlier from "
         f"{recipe.tag(variant)} ({art.digest[:19]})",
@@ -148,6 +151,7 @@ def convert(recipe: "Recipe | Foreign", variant: str, formats: list[str]) -> Art
     export and one compression pass: the SIF wraps the same squashfs."""
     art = artifacts(recipe, variant)
     art.dir.mkdir(parents=True, exist_ok=True)
+    marks.use(art.dir)  # for the rest of this kit's life: kit cache prune leaves it
     tag = recipe.tag(variant)
     wanted = list(dict.fromkeys(FORMATS[f] for f in formats))
     if "shifter" in wanted:
@@ -197,10 +201,7 @@ def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
     """The cache's folders of every build of this recipe version and variant (by manifest)."""
     out = []
     for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
-        try:
-            m = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            continue
+        m = inputs.remade(manifest)
         if not isinstance(m, dict) or not isinstance(m.get("digest"), str):
             continue
         if (m.get("recipe_version"), m.get("variant")) == (recipe.version, variant):
@@ -211,25 +212,35 @@ def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
 def _drop_superseded(
     recipe: "Recipe | Foreign", variant: str, art: Artifacts, made: list[str]
 ) -> None:
-    """Remove what was just made here from the conversions of earlier builds of the same
-    recipe version and variant (a rebuild leaves them unreachable but for `earlier`, which
-    takes the newest), so each rebuild does not leave gigabytes in the cache. A folder a
-    kit is converting now is left alone; one left with no product goes entirely."""
-    for old in _builds(recipe, variant):
-        if old.dir == art.dir:
+    """Clear the conversions of earlier builds of the same recipe version and variant (a
+    rebuild leaves them unreachable but for `earlier`, which takes the newest), so each
+    rebuild does not leave gigabytes in the cache: the folder of a build whose image the
+    engine no longer holds goes whole; of one it still holds (or when no engine answers),
+    what was just made here goes, the rest staying for `earlier`, and the folder too when
+    no product is left. A folder a kit uses (a campaign, a conversion) is left alone."""
+    older = [old for old in _builds(recipe, variant) if old.dir != art.dir]
+    held = engine.image_ids() if older else None
+    for old in older:
+        if held is not None and old.digest not in held:
+            freed = size_of(old.dir)
+            if marks.remove(old.dir):
+                print(
+                    f"removed {freed / 1e9:.2f} GB in {old.dir}: the conversions of "
+                    f"{old.digest[:19]}, an earlier build of {recipe.tag(variant)} that the "
+                    "engine no longer holds",
+                    file=sys.stderr,
+                )
             continue
-        with open(old.dir / ".lock", "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            freed = 0
-            for fmt in made:
-                if (path := old.products[fmt]).is_file():
-                    freed += path.stat().st_size
-                    path.unlink()
-            if not any(p.exists() for p in old.products.values()):
-                shutil.rmtree(old.dir, ignore_errors=True)
+        freed, left = 0, True
+        with marks.unused(old.dir) as free:
+            if free:
+                for fmt in made:
+                    if (path := old.products[fmt]).is_file():
+                        freed += path.stat().st_size
+                        path.unlink()
+                left = any(p.exists() for p in old.products.values())
+        if not left:
+            marks.remove(old.dir)
         if freed:
             print(
                 f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}",
@@ -250,19 +261,18 @@ def record_made(
     the image's identity (what a foreign image's manifest gets only here), then drop the
     same formats from earlier builds of the image, which this one supersedes."""
     path = art.manifest
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = inputs.remade(path)
     if not isinstance(manifest, dict):
         manifest = {}
     manifest.setdefault("digest", art.digest)
+    manifest.setdefault("tag", recipe.tag(variant))
     manifest.setdefault("recipe_version", recipe.version)
     manifest.setdefault("variant", variant)
     conv = manifest.setdefault("conversion", {})
     conv.setdefault("seconds", {}).update(phases)
     if art.meta.is_file():  # written with the squashfs (not there for a docker-archive alone)
-        conv["squashfs_compression"] = json.loads(art.meta.read_text()).get("compression")
+        meta = inputs.remade(art.meta)
+        conv["squashfs_compression"] = meta.get("compression") if isinstance(meta, dict) else None
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")
     _drop_superseded(recipe, variant, art, list(phases))
 

@@ -1,13 +1,13 @@
 """The Docker engine, driven through its command-line client."""
 
 import contextlib
-import json
 import os
 import re
 import subprocess
 from collections.abc import Iterator
 from functools import cache
 
+from kit.core import inputs
 from kit.core.errors import KitError
 from kit.core.proc import capture
 
@@ -90,8 +90,8 @@ def inspect(ref: str) -> dict | None:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise KitError(f"the Docker engine did not answer ({tail}); start dockerd or ci/provision")
     try:
-        info = json.loads(p.stdout)[0]
-    except (ValueError, IndexError, KeyError, TypeError):
+        info = inputs.loads(p.stdout, "docker image inspect", "")[0]
+    except (inputs.Unreadable, IndexError, KeyError, TypeError):
         info = None
     if not (isinstance(info, dict) and isinstance(info.get("Id"), str)):
         said = (p.stdout.strip().splitlines() or ["nothing"])[0][:120]
@@ -109,6 +109,22 @@ def found(ref: str) -> dict | None:
         return inspect(ref)
     except KitError:
         return None
+
+
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_ids() -> set[str] | None:
+    """Every image id the engine holds (untagged ones too), or None when no engine answers
+    as one: what cannot be known must not count as gone (the cache removes by it)."""
+    try:
+        p = _run(["image", "ls", "--all", "--no-trunc", "--quiet"], timeout=60)
+    except (KitError, subprocess.TimeoutExpired):
+        return None
+    ids = set(p.stdout.split())
+    if p.returncode != 0 or not all(IMAGE_ID.fullmatch(i) for i in ids):
+        return None
+    return ids
 
 
 def image_id(ref: str) -> str:

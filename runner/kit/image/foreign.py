@@ -23,11 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import benches
+from kit.core import benches, inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, made_whole, repo_root
+from kit.core.paths import cache_dir, exclusive, made_whole, repo_root, write_atomically
 from kit.core.proc import capture, which
-from kit.image import convert, engine
+from kit.image import convert, engine, marks
 from kit.image.blocks import BENCH_DIR
 from kit.image.recipes import FLAVOURS, Mpi
 
@@ -125,16 +125,23 @@ def _sha256(path: Path) -> str:
 
 def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
     """A `docker save` archive: loaded into the engine (once; docker load of the same
-    image again changes nothing), then an engine image like any other."""
+    image again changes nothing), then an engine image like any other. Its manifest is
+    checked first as docker load reads it, so the dry run refuses a bogus one too."""
+    not_saved = f"--image '{source}' is a tar file but not a docker save archive"
     try:
         with tarfile.open(path) as tar:
-            manifest = json.load(tar.extractfile("manifest.json"))
-        tags = [t for entry in manifest for t in entry.get("RepoTags") or []]
-        config = manifest[0]["Config"]
-    except (KeyError, ValueError, TypeError, IndexError, tarfile.TarError, AttributeError):
-        raise KitError(
-            f"--image '{source}' is a tar file but not a docker save archive (no manifest.json)"
-        ) from None
+            names = set(tar.getnames())
+            member = tar.extractfile("manifest.json")
+            if member is None:
+                raise KeyError("manifest.json")
+            data = inputs.bounded(member, f"{not_saved}: its manifest.json", FIX, inputs.JSON_LIMIT)
+    except (KeyError, tarfile.TarError):
+        raise KitError(f"{not_saved} (no manifest.json)") from None
+    manifest = inputs.loads(data, f"{not_saved}: its manifest.json", FIX)
+    if why := _bogus(manifest, names):
+        raise KitError(f"{not_saved}: its manifest.json {why}; {FIX}")
+    tags = [t for entry in manifest for t in entry.get("RepoTags") or []]
+    config = manifest[0]["Config"]
     image_id = "sha256:" + Path(config).stem.split("/")[-1].removesuffix(".json")
     if plan_only:
         return Foreign(source, "engine", tags[0] if tags else image_id, image_id)
@@ -145,6 +152,30 @@ def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
     if info is None:
         raise KitError(f"--image '{source}': docker load said {said.strip()!r}; no image found")
     return Foreign(source, "engine", ref, info["Id"])
+
+
+FIX = "give an archive `docker save` wrote"
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")  # an image reference, as docker's
+
+
+def _bogus(manifest: object, names: set[str]) -> str | None:
+    """What in a docker save manifest docker load would refuse, or None: a list of images,
+    each naming its config and layers, all in the archive, and its tags, if any."""
+    if not isinstance(manifest, list) or not manifest:
+        return "lists no image"
+    for entry in manifest:
+        if not isinstance(entry, dict) or not isinstance(entry.get("Config"), str):
+            return "has an image without its config"
+        layers, tags = entry.get("Layers"), entry.get("RepoTags") or []
+        if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers):
+            return f"lists no layers of {entry['Config']}"
+        if missing := [x for x in (entry["Config"], *layers) if x not in names]:
+            return f"names {missing[0]}, which the archive does not hold"
+        if not isinstance(tags, list) or not all(
+            isinstance(t, str) and TAG.fullmatch(t) for t in tags
+        ):
+            return "has a tag that is not an image reference"
+    return None
 
 
 PROBE = """import importlib, json, sys
@@ -177,7 +208,15 @@ def with_benchmarks(image: Foreign, wanted: list[str], plan_only: bool = False) 
             f"--bench {','.join(wanted)} runs kit's Python benchmarks, but '{image.source}' "
             f"has no python3 that runs ({said})"
         )
-    found = json.loads(lines[-1])
+    try:
+        found = inputs.loads(lines[-1], "the probe's answer", "")
+    except inputs.Unreadable:
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("missing"), list):
+        raise KitError(
+            f"--bench {','.join(wanted)}: '{image.source}' answered kit's probe with "
+            f"{lines[-1][:80]!r}, not its answer; check the image's python3"
+        )
     if found["missing"]:
         raise KitError(
             f"--bench {','.join(wanted)} needs {', '.join(needs)} in the image; "
@@ -213,6 +252,7 @@ def squashfs(image: Foreign) -> Path:
         return convert.convert(image, image.variant, ["squashfs"]).squashfs
     folder = image.folder()
     folder.mkdir(parents=True, exist_ok=True)
+    marks.use(folder)  # for the rest of this kit's life: kit cache prune leaves it
     target = folder / "image.sqfs"
     with exclusive(folder / ".lock", f"the squashfs of {image.source}"):
         if not target.is_file():
@@ -242,16 +282,25 @@ def squashfs(image: Foreign) -> Path:
 def mpi_of(image: Foreign) -> tuple[Mpi, str] | None:
     """The MPI family the image's ranks would load, and the library file that says so, read
     from the squashfs's file list (no shell or Python needed in the image); None: no MPI."""
-    folder = image.folder()
-    cached = folder / "mpi.json"
-    if cached.is_file():
-        got = json.loads(cached.read_text())
-        return (Mpi(got["flavour"], ""), got["library"]) if got else None
-    unsquashfs = which("unsquashfs", "install squashfs-tools (Debian package)")
-    listed = capture([unsquashfs, "-l", "-n", str(squashfs(image))], "unsquashfs -l")
-    found = mpi_in(line.removeprefix("squashfs-root") for line in listed.splitlines())
-    cached.write_text(json.dumps(found))
+    cached = image.folder() / "mpi.json"
+    known, found = _cached_mpi(cached)
+    if not known:
+        unsquashfs = which("unsquashfs", "install squashfs-tools (Debian package)")
+        listed = capture([unsquashfs, "-l", "-n", str(squashfs(image))], "unsquashfs -l")
+        found = mpi_in(line.removeprefix("squashfs-root") for line in listed.splitlines())
+        write_atomically(cached, json.dumps(found or {}) + "\n")  # whole or not at all
     return (Mpi(found["flavour"], ""), found["library"]) if found else None
+
+
+def _cached_mpi(path: Path) -> tuple[bool, dict | None]:
+    """Whether mpi.json holds an answer, and the answer (None: no MPI, saved as {}). An
+    absent or unreadable file, or one that is no such answer (half-written, altered), is
+    a miss: the answer is derived again."""
+    got = inputs.remade(path)
+    if got == {}:
+        return True, None
+    mpi = isinstance(got, dict) and got.get("flavour") in FLAVOURS
+    return bool(mpi and isinstance(got.get("library"), str)), got
 
 
 def mpi_in(paths: Iterable[str]) -> dict[str, str] | None:

@@ -7,6 +7,12 @@ spython would write it into %post as a command that cannot run there (USER as `s
 SHELL as it stands) or into %test as Dockerfile syntax (HEALTHCHECK), it is turned
 into a comment, so the definition builds. Building is `docker build` or `apptainer
 build` (as the caller, no root); the image then runs with `kit run --image`.
+
+The Dockerfile is read once (kit.core.inputs: UTF-8, size-capped) and parsed once. A
+multi-stage one becomes a multi-stage definition (`Stage:` headers, `%files from
+STAGE`): spython keeps stages apart only when each FROM names its stage, so every stage
+is given its Docker name (an unnamed one its number) and every COPY --from spells it;
+what Apptainer cannot do (a stage FROM another stage, COPY --from an image) is refused.
 """
 
 import contextlib
@@ -16,6 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kit.core import inputs
 from kit.core.errors import KitError
 from kit.core.paths import made_whole, write_atomically
 from kit.core.proc import stream, which
@@ -33,7 +40,9 @@ UNTRANSLATED = {
     "ARG": "set once to its default in %post; no --build-arg",
 }
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-HEADER = re.compile(r"^Bootstrap: docker\nFrom: (\S+)", re.MULTILINE)  # spython's, first stage
+HEADER = re.compile(r"^Bootstrap: docker\nFrom: (\S+)", re.MULTILINE)  # spython's, each stage
+FROM = re.compile(r"(?P<image>\S+)(?:\s+AS\s+(?P<name>\S+))?", re.IGNORECASE)
+COPY_FROM = re.compile(r"(?:^|\s)--from=(\S+)")
 
 
 @dataclass(frozen=True)
@@ -45,8 +54,18 @@ class Imported:
     base: str  # what the definition bootstraps from
 
 
-def _instructions(text: str) -> list[tuple[int, str, str]]:
-    """(line, INSTRUCTION, the rest) of each Dockerfile instruction, continuations joined."""
+@dataclass(frozen=True)
+class Step:
+    """One Dockerfile instruction, its continuation lines joined."""
+
+    first: int  # its lines, from 1
+    last: int
+    word: str  # the instruction, upper case
+    rest: str
+
+
+def _instructions(text: str) -> list[Step]:
+    """Each Dockerfile instruction, continuations joined."""
     out, joined, start = [], "", 0
     for n, line in enumerate(text.splitlines(), 1):
         if not joined and (not line.strip() or line.lstrip().startswith("#")):
@@ -55,13 +74,87 @@ def _instructions(text: str) -> list[tuple[int, str, str]]:
         joined += line.rstrip().removesuffix("\\") + " "
         if not line.rstrip().endswith("\\"):
             word, _, rest = joined.strip().partition(" ")
-            out.append((start, word.upper(), rest.strip()))
+            out.append(Step(start, n, word.upper(), rest.strip()))
             joined, start = "", 0
     return out
 
 
-def _spython(path: Path) -> str:
-    """spython's definition of the Dockerfile (its own messages kept out of kit's)."""
+@dataclass(frozen=True)
+class Stage:
+    name: str  # its own, lower case as Docker takes it, or its number (how Docker names
+    # an unnamed one; never a name, which starts with a letter)
+    image: str
+
+
+def _stage(stages: list[Stage], ref: str) -> Stage | None:
+    """The stage a FROM or a COPY --from names: by its name or its number, as Docker's."""
+    ref = ref.lower()
+    if ref.isdigit():
+        return stages[int(ref)] if int(ref) < len(stages) else None
+    return next((s for s in stages if s.name == ref), None)
+
+
+def _listed(stages: list[Stage]) -> str:
+    return ", ".join(f"{s.name} ({s.image})" for s in stages)
+
+
+def _stages(where: str, steps: list[Step]) -> list[Stage]:
+    """The Dockerfile's stages. Refused, naming them, what a definition's stages cannot
+    be: a stage FROM another (an Apptainer stage starts from an image), a COPY --from
+    that is none of the stages before it (an image: %files from takes a stage)."""
+    stages: list[Stage] = []
+    for step in steps:
+        if step.word == "FROM":
+            m = FROM.fullmatch(step.rest)
+            if m is None:
+                raise KitError(
+                    f"{where} line {step.first}: 'FROM {step.rest}' is not FROM IMAGE [AS NAME] "
+                    "(kit import takes no FROM options)"
+                )
+            if _stage(stages, m["image"]) or (m["name"] and _stage(stages, m["name"])):
+                raise KitError(
+                    f"{where} line {step.first}: 'FROM {step.rest}' names a stage before it "
+                    f"(stages: {_listed(stages)}); an Apptainer stage starts from an image and "
+                    "each has its own name: build this one with docker"
+                )
+            stages.append(Stage((m["name"] or str(len(stages))).lower(), m["image"]))
+        elif (
+            step.word == "COPY"
+            and (m := COPY_FROM.search(step.rest))
+            and _stage(stages[:-1], m[1]) is None
+        ):
+            before = f"stages: {_listed(stages[:-1])}" if len(stages) > 1 else "there is none"
+            raise KitError(
+                f"{where} line {step.first}: COPY --from={m[1]} names no stage before it "
+                f"({before}); Apptainer's %files from takes a stage, not an image"
+            )
+    return stages
+
+
+def _named(text: str, steps: list[Step], stages: list[Stage]) -> list[str]:
+    """The Dockerfile's lines for spython: of several stages, every FROM naming its stage
+    and every COPY --from spelling that name (spython puts the lines of a FROM without
+    AS into the stage before, and looks --from up by its exact name)."""
+    lines = text.splitlines(keepends=True)
+    if len(stages) < 2:
+        return lines
+    made = iter(stages)
+    for step in steps:
+        if step.word == "FROM":
+            stage = next(made)
+            line = f"FROM {stage.image} AS {stage.name}\n"
+        elif step.word == "COPY" and (m := COPY_FROM.search(step.rest)):
+            rest = COPY_FROM.sub(" ", step.rest, count=1).strip()
+            line = f"COPY --from={_stage(stages, m[1]).name} {rest}\n"
+        else:
+            continue
+        lines[step.first - 1 : step.last] = [line] + ["\n"] * (step.last - step.first)
+    return lines
+
+
+def _spython(where: str, lines: list[str]) -> str:
+    """spython's definition of the Dockerfile's lines, parsed once (its own messages kept
+    out of kit's)."""
     from spython.logger import bot
     from spython.main.parse.parsers import DockerParser
     from spython.main.parse.writers import SingularityWriter
@@ -71,10 +164,14 @@ def _spython(path: Path) -> str:
     bot.errorStream = bot.outputStream = said
     try:
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-            return SingularityWriter(DockerParser(str(path)).parse()).convert()
+            parser = DockerParser(None, load=False)  # it would read the file itself, and
+            parser.lines = lines  # parse it on load: then parse() made every RUN twice
+            return SingularityWriter(parser.parse()).convert()
     except SystemExit:  # spython's bot.exit
         why = said.getvalue().strip().splitlines() or ["no reason given"]
-        raise KitError(f"spython cannot convert {path}: {why[-1]}") from None
+        raise KitError(f"spython cannot convert {where}: {why[-1]}") from None
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # a line it cannot split
+        raise KitError(f"spython cannot convert {where} ({type(e).__name__}: {e})") from None
     finally:
         bot.errorStream, bot.outputStream = streams
 
@@ -84,6 +181,7 @@ def _mend(definition: str) -> str:
     out = []
     section = ""
     for line in definition.splitlines():
+        line = line.rstrip()  # spython leaves a space where it took out FROM's AS NAME
         if line.startswith("%"):
             section = line.split()[0]
         elif section == "%post" and (line.startswith("su - ") or line.startswith("SHELL [")):
@@ -96,10 +194,11 @@ def _mend(definition: str) -> str:
 
 def _bootstrap(definition: str, base: str | None) -> tuple[str, str]:
     """The definition bootstrapped from `base` when given (a local SIF, or a docker save
-    archive: sites keep their base images so), else from the registry spython names."""
-    first = HEADER.search(definition)
+    archive: sites keep their base images so), else from the registry spython names (the
+    last stage's image: the one that runs)."""
     if base is None:
-        return definition, f"docker://{first.group(1)}" if first else "?"
+        images = HEADER.findall(definition)
+        return definition, f"docker://{images[-1]}" if images else "?"
     path = Path(base).expanduser().resolve()
     if not path.is_file():
         raise KitError(f"--base '{base}' is not a file; give a .sif or a docker save .tar")
@@ -114,15 +213,22 @@ def write(dockerfile: Path, name: str, out: Path | None, base: str | None) -> Im
         raise KitError(f"--name '{name}' must be lower-case letters, digits, '.', '_' or '-'")
     if not dockerfile.is_file():
         raise KitError(f"'{dockerfile}' is not a file; give the path of a Dockerfile")
-    text = dockerfile.read_text(errors="replace")
+    where = f"'{dockerfile}'"
+    text = inputs.read_text(dockerfile, where, "give a Dockerfile (UTF-8 text)")
     steps = _instructions(text)
-    if not any(word == "FROM" for _, word, _ in steps):
-        raise KitError(f"'{dockerfile}' has no FROM instruction; is it a Dockerfile?")
-    definition, origin = _bootstrap(_mend(_spython(dockerfile)), base)
+    stages = _stages(where, steps)
+    if not stages:
+        raise KitError(f"{where} has no FROM instruction; is it a Dockerfile?")
+    if base is not None and len(stages) > 1:
+        raise KitError(
+            f"--base replaces the one image a Dockerfile starts FROM, and {where} has "
+            f"{len(stages)} stages: {_listed(stages)}; leave out --base"
+        )
+    definition, origin = _bootstrap(_mend(_spython(where, _named(text, steps, stages))), base)
     untranslated = [
-        f"line {n}: {word} {rest}".rstrip() + f": {UNTRANSLATED[word]}"
-        for n, word, rest in steps
-        if word in UNTRANSLATED
+        f"line {s.first}: {s.word} {s.rest}".rstrip() + f": {UNTRANSLATED[s.word]}"
+        for s in steps
+        if s.word in UNTRANSLATED
     ]
     folder = (out or dockerfile.parent).resolve()
     folder.mkdir(parents=True, exist_ok=True)

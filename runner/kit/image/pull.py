@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core import inputs
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
 from kit.core.proc import stream, which
@@ -57,13 +58,10 @@ def pulled(recipe: Recipe, variant: str) -> Pulled | None:
     sif = _path(recipe, variant)
     if not sif.is_file():
         return None
-    try:
-        meta = json.loads(sif.with_suffix(".json").read_text())
-        ref, digest = meta["ref"], meta["digest"]
-        if isinstance(ref, str) and isinstance(digest, str) and digest.startswith("sif-sha256:"):
-            return Pulled(sif, ref, digest)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    meta = inputs.remade(sif.with_suffix(".json"))
+    ref, digest = (meta.get("ref"), meta.get("digest")) if isinstance(meta, dict) else (0, 0)
+    if isinstance(ref, str) and isinstance(digest, str) and digest.startswith("sif-sha256:"):
+        return Pulled(sif, ref, digest)
     raise KitError(
         f"the pulled {sif} has no readable metadata ({sif.with_suffix('.json').name}); "
         f"pull it again: kit pull {recipe.name} --ref REF"

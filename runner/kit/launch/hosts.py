@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.core import inputs, schema
 from kit.core.errors import KitError
 
 if TYPE_CHECKING:
@@ -32,10 +33,8 @@ def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
     if hosts is not None and hostfile is not None:
         raise KitError("give --hosts or --hostfile, not both")
     if hostfile is not None:
-        try:
-            lines = hostfile.read_text().splitlines()
-        except OSError as e:
-            raise KitError(f"--hostfile {hostfile}: {e.strerror}; give a readable file") from None
+        fix = "give a text file of host names, one a line"
+        lines = inputs.read_text(hostfile, f"--hostfile {hostfile}", fix).splitlines()
         words = [ln.split("#")[0].split() for ln in lines]
         names = [w[0].split(":")[0] for w in words if w]
         where = f"--hostfile {hostfile}"
@@ -48,7 +47,7 @@ def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
         raise KitError(f"{where} names no host; give host names or addresses, e.g. n1,n2")
     for h in names:
         if not NAME.fullmatch(h):
-            raise KitError(f"{where}: '{h}' is not a host name or address")
+            raise KitError(f"{where}: '{schema.printable(h)}' is not a host name or address")
     if len(set(names)) != len(names):
         raise KitError(f"{where} names a host twice; kit places one rank per host in turn")
     return tuple(names)

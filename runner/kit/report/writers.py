@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from kit.core.paths import write_atomically
+from kit.core.schema import printable
 from kit.report import document, plots
 from kit.report.document import Block, Document, Table
 from kit.results import analysis
@@ -19,14 +20,14 @@ FORMATS = ("md", "csv", "json", "html")
 
 
 def _markdown(doc: Document) -> str:
-    lines = [f"# {doc.title}", ""]
+    lines = [f"# {printable(doc.title)}", ""]
     for block in doc.lead:
         lines += [*_md_block(block), ""]
     for section in doc.sections:
         blocks = [b for b in section.blocks if not isinstance(b, plots.Figure)]
         if not blocks:
             continue  # figures only: the HTML page's
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {printable(section.title)}", ""]
         for block in blocks:
             lines += [*_md_block(block), ""]
     return "\n".join(lines)
@@ -42,10 +43,16 @@ def _md_block(block: Block) -> list[str]:
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     return [
-        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(map(_md_cell, columns)) + " |",
         "|" + "---|" * len(columns),
-        *("| " + " | ".join(r) + " |" for r in rows),
+        *("| " + " | ".join(map(_md_cell, r)) + " |" for r in rows),
     ]
+
+
+def _md_cell(text: str) -> str:
+    """A table cell's text, kept in its cell: what a record carries from the command line
+    (a unit, an image's path) could hold a '|' or, in a file edited by hand, a newline."""
+    return printable(text).replace("|", "\\|")
 
 
 def _html_table(columns: list[str], rows: list[list[str]]) -> str:

@@ -73,6 +73,8 @@ def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
     ranks = request.site_and_ranks(q)[1]
     cmd = _command(q, ranks)
     arms = [rt.arm for rt in chosen]
+    launches = q.baseline_launches or plan.baseline_launches(arms)
+    request.check_size(q, arms, launches, len(ranks), {"--np": len(ranks)})
     if any(rt.runs == "host" for rt in chosen) and not cmd.native_argv:
         raise KitError(
             "--runtime native with --image needs --native-command 'CMD', the same workload "
@@ -90,7 +92,6 @@ def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
     target = request.precision_target(q, chosen, baseline)
     runtime_args = request.runtime_options(q.runtime_arg, chosen)
     configs = [plan.Config(cmd.name, "-", 0, n, "-") for n in ranks]
-    launches = q.baseline_launches or plan.baseline_launches(arms)
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
     opts = plan.Options(0, 0, q.timeout, mpirun, runtime_args, {cmd.name: []}, command=cmd)
     spec = {

@@ -73,7 +73,7 @@ def names() -> list[str]:
 
 def load(name: str) -> Preset:
     path = folder() / f"{name}.toml"
-    if not path.is_file():
+    if name not in names():  # a name, never a path: --preset and preset.json give it
         raise KitError(f"no preset '{name}' (known: {', '.join(names())}); see kit presets")
     try:
         raw = tomllib.loads(path.read_text())

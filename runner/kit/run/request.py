@@ -131,6 +131,30 @@ def check_numbers(q: RunRequest) -> None:
     check_confidence(q.confidence)
 
 
+MAX_TRIALS = 100_000  # the fixed rounds of one campaign: over a day even at a second a trial
+
+
+def check_size(
+    q: RunRequest, arms: list[str], launches: int, configs: int, dims: dict[str, int]
+) -> None:
+    """Refuse a campaign whose fixed rounds exceed MAX_TRIALS, from the options' counts
+    alone: before its configurations, its plan or a dry run's listing are built (a
+    --repeats of 10**9 would fill the memory before the first trial)."""
+    rounds = q.warmup_trials + q.repeats
+    per_config = sum(launches if arm == plan.BASELINE else 1 for arm in arms)
+    trials = rounds * configs * per_config
+    if trials <= MAX_TRIALS:
+        return
+    counted = " x ".join(f"{n} {flag}" for flag, n in dims.items())
+    extra = f", {plan.BASELINE} {launches} times" if plan.BASELINE in arms and launches > 1 else ""
+    raise KitError(
+        f"the campaign would run {trials} trials: {rounds} rounds (--warmup-trials "
+        f"{q.warmup_trials} + --repeats {q.repeats}) x {configs} configurations ({counted}) x "
+        f"{per_config} launches ({len(arms)} --runtime arms{extra}); one campaign runs at most "
+        f"{MAX_TRIALS}: lower these, or split it into campaigns"
+    )
+
+
 def runtime_options(specs: list[str], chosen: list[Runtime]) -> dict[str, list[str]]:
     arms = [rt.arm for rt in chosen]
     out: dict[str, list[str]] = {}
@@ -283,17 +307,13 @@ def baseline_arm(q: RunRequest, chosen: list[Runtime]) -> str:
 
 
 def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
-    """The real-data folder, made if missing (only when real data is asked for, and not
-    by a dry run). One the benchmarks could neither read a data set from nor make one in
-    is refused now, not in every trial."""
+    """The real-data folder, made if missing (only when real data is asked for; a dry run
+    only checks that it could be). One the benchmarks could neither read a data set from
+    nor make one in is refused now, not in every trial."""
     if "real" not in data:
         return None
     folder = (q.data_dir or paths.cache_dir() / "datasets").resolve()
-    if not plan_only:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise KitError(f"--data-dir '{folder}' cannot be made: {e.strerror}") from None
+    paths.make_dir(folder, "--data-dir", dry_run=plan_only)
     made = any(folder.glob(f"jpeg-*px-*/{benches.DATASET_STAMP}"))
     if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK) and not made:
         raise KitError(
@@ -327,7 +347,7 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     plan_only (--dry-run) makes nothing on disk."""
     from kit.run import own_image  # built on this module's checks
 
-    if q.resume and q.out is None and not plan_only:
+    if q.resume and q.out is None:  # the dry run's refusal too
         raise KitError("--resume needs --out DIR, the campaign to continue")
     if q.foreign_image is not None:
         return own_image.campaign(q, plan_only)
@@ -357,9 +377,16 @@ def kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campa
     baseline = baseline_arm(q, chosen)
     target = precision_target(q, chosen, baseline)
     runtime_args = runtime_options(q.runtime_arg, chosen)
-    configs = plan.configs(wanted, models, ints("--batch-size", q.batch_size), ranks, data)
+    batch_sizes = ints("--batch-size", q.batch_size)
     arms = [rt.arm for rt in chosen]
     launches = q.baseline_launches or plan.baseline_launches(arms)  # 0: refused above
+    sweeps = sum(benches.is_sweep(b) for b in wanted)
+    trained = len(wanted) - sweeps
+    dims = {"--bench": len(wanted), "--model": len(models), "--batch-size": len(batch_sizes)}
+    dims |= {"--np": len(ranks), "--data": len(data)}
+    count = (sweeps + trained * len(models) * len(batch_sizes) * len(data)) * len(ranks)
+    check_size(q, arms, launches, count, dims)
+    configs = plan.configs(wanted, models, batch_sizes, ranks, data)
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
     data_dir = _data_dir(q, data, plan_only)
     min_time = _min_time(q)

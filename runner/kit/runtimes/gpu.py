@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.core.paths import exclusive
+from kit.core.paths import exclusive, write_atomically
 from kit.core.proc import stream
 
 QUERY = (
@@ -137,5 +137,5 @@ def with_host_driver(squashfs: Path, driver: str) -> Path:
             print(f"charliecloud: injecting driver {driver} into {image_dir}", file=sys.stderr)
             stream(unpacked_argv(squashfs, image_dir), "unsquashfs (GPU image)")
             stream(injected_argv(image_dir), "ch-fromhost --nvidia")
-            stamp.write_text(driver + "\n")
+            write_atomically(stamp, driver + "\n")  # never a stamp without its driver
     return image_dir

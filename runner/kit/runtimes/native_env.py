@@ -17,8 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kit.core import inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive
+from kit.core.paths import cache_dir, exclusive, write_atomically
 from kit.core.proc import stream
 from kit.image import engine
 from kit.image import wheels as host_wheels
@@ -161,10 +162,12 @@ def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
     python = venv / "bin" / "python"
     stamp = venv / STAMP
     pins = fingerprint(recipe)
-    if stamp.is_file():
-        stamped, _, origin = stamp.read_text().partition("\n")
-        if stamped == pins and _current(recipe, variant, origin):
-            return python, _identity(pins, origin)
+    try:
+        stamped, _, origin = inputs.read_text(stamp, str(stamp), "").partition("\n")
+    except inputs.Unreadable:  # none yet, or not one kit wrote whole: made anew
+        stamped, origin = "", ""
+    if stamped == pins and _current(recipe, variant, origin):
+        return python, _identity(pins, origin)
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     stream([HOST_PYTHON, "-m", "venv", *recipe.venv_options, str(venv)], "native venv")
@@ -183,7 +186,7 @@ def _made(recipe: Recipe, variant: str, venv: Path) -> tuple[Path, str]:
         ]
         stream([str(python), "-m", "pip", "install", *host, *recipe.pip_host], "pip (native)")
     origin = compile_into(recipe, python, env, recipe.tag(variant)) if recipe.compile else ""
-    stamp.write_text(pins + (f"\n{origin}" if origin else ""))
+    write_atomically(stamp, pins + (f"\n{origin}" if origin else ""))
     return python, _identity(pins, origin)
 
 

@@ -1,8 +1,11 @@
 """Files kit writes whole or not at all."""
 
+import os
+
 import pytest
 
-from kit.core.paths import made_whole, write_atomically
+from kit.core.errors import KitError
+from kit.core.paths import made_whole, make_dir, write_atomically
 
 
 def test_a_write_replaces_a_symlink_and_a_failed_one_leaves_the_old_file(tmp_path):
@@ -31,3 +34,34 @@ def test_a_file_made_whole_is_there_complete_or_not_at_all(tmp_path):
         assert part == tmp_path / "image.sif.part"
         part.write_text("whole")
     assert [p.name for p in tmp_path.iterdir()] == ["image.sif"] and sif.read_text() == "whole"
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda t: (t / "f").write_text(""), "--out '{t}/f/x' cannot be made (Not a directory)"),
+        (
+            lambda t: (t / "f").symlink_to(t / "gone"),
+            "--out '{t}/f/x' cannot be made (File exists)",
+        ),
+        (lambda t: os.mkfifo(t / "f"), "--out '{t}/f/x' cannot be made (Not a directory)"),
+    ],
+)
+def test_a_folder_that_cannot_be_made_is_found_without_making_it(tmp_path, make, said):
+    """The dry run's answer (found by looking) is the run's (found by mkdir -p), word for
+    word; the dry run leaves the disk as it was."""
+    make(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(KitError) as dry:
+        make_dir(tmp_path / "f" / "x", "--out", dry_run=True)
+    assert sorted(tmp_path.iterdir()) == before
+    with pytest.raises(KitError) as real:
+        make_dir(tmp_path / "f" / "x", "--out")
+    assert str(dry.value) == str(real.value) == said.format(t=tmp_path) + "; choose another folder"
+
+
+def test_a_folder_is_made_with_its_parents_or_only_checked(tmp_path):
+    make_dir(tmp_path / "a" / "b", "--out", dry_run=True)
+    assert not (tmp_path / "a").exists()
+    make_dir(tmp_path / "a" / "b", "--out")
+    assert (tmp_path / "a" / "b").is_dir()

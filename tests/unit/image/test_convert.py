@@ -1,10 +1,13 @@
 """Compression settings, the exact Apptainer command `kit pull` runs, the cache lock, and
 conversions made earlier serving a host whose engine is down."""
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from kit import runtimes
 from kit.core import paths
 from kit.core.errors import KitError
-from kit.image import convert, pull, recipes
+from kit.image import convert, marks, pull, recipes
 
 
 @pytest.mark.parametrize(
@@ -97,6 +100,7 @@ def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path, mo
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest == {
         "digest": "sha256:0123",
+        "tag": "kit/pytorch-mpich:1.2.0-cpu",
         "recipe_version": "1.2.0",
         "variant": "cpu",
         "conversion": {"seconds": {"docker-archive": 10.6}},
@@ -132,16 +136,9 @@ def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monke
         runtimes.get("charliecloud").prepare(recipe, "cpu")
 
 
-def test_a_new_conversion_removes_what_earlier_builds_of_the_image_made(
-    tmp_path, monkeypatch, capsys
-):
-    """Rebuilt images (a new digest for the same recipe version and variant) used to keep
-    every earlier build's SIF, squashfs and archive: gigabytes each. What the new
-    conversion made goes from the earlier builds' folders (what it did not make stays
-    for `earlier`); a folder left with no product goes; another recipe version, and a
-    folder another kit is converting (its lock held), stay."""
-    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
-    recipe = recipes.load("pytorch-mpich")
+def superseded(tmp_path: Path) -> Path:
+    """Builds of pytorch-mpich in the cache: aa, bb, dd, ee of recipe version 1.2.0 (ee
+    the one just converted), cc of 1.1.0; 5 MB a product."""
     folders = tmp_path / "images" / "pytorch-mpich"
     for key, version, files in (("aa", "1.2.0", ("image.sif", "image.sqfs", "image.tar")),
                                 ("bb", "1.2.0", ("image.sif", "image.sqfs")),
@@ -154,17 +151,69 @@ def test_a_new_conversion_removes_what_earlier_builds_of_the_image_made(
         (d / "manifest.json").write_text(json.dumps(manifest))
         for f in files:
             (d / f).write_bytes(b"x" * 5_000_000)
+    return folders
+
+
+@contextlib.contextmanager
+def in_use(folder: Path) -> Iterator[None]:
+    """folder used by a running kit (a campaign): its mark held shared, as marks.use does."""
+    with open(folder / marks.IN_USE, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        yield
+
+
+def test_a_new_conversion_removes_what_earlier_builds_of_the_image_made(
+    tmp_path, monkeypatch, capsys
+):
+    """Rebuilt images (a new digest for the same recipe version and variant) used to keep
+    every earlier build's SIF, squashfs and archive: gigabytes each. What the new
+    conversion made goes from the earlier builds' folders (what it did not make stays
+    for `earlier`); a folder left with no product goes; another recipe version, and a
+    folder a running kit uses (its mark held), stay. No engine answers here: which
+    images it still holds is not known, so no folder goes whole for that."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(convert.engine, "image_ids", lambda: None)
+    folders = superseded(tmp_path)
     new = convert.Artifacts("sha256:ee", folders / "ee")
-    with paths.exclusive(folders / "dd" / ".lock", "the conversions"):
-        convert._drop_superseded(recipe, "cpu", new, ["squashfs", "singularity"])
+    with in_use(folders / "dd"):
+        convert._drop_superseded(
+            recipes.load("pytorch-mpich"), "cpu", new, ["squashfs", "singularity"]
+        )
     left = {d.name: sorted(p.name for p in d.iterdir()) for d in folders.iterdir()}
     assert left == {
-        "aa": [".lock", "image.tar", "manifest.json"],
+        "aa": [".in-use", "image.tar", "manifest.json"],
         "cc": ["image.sif", "manifest.json"],
-        "dd": [".lock", "image.sif", "manifest.json"],
+        "dd": [".in-use", "image.sif", "manifest.json"],
         "ee": ["manifest.json"],
     }
     assert sorted(capsys.readouterr().err.splitlines()) == [
         f"removed {gb} GB of the superseded conversions in {folders / key}"
         for key, gb in (("aa", "0.01"), ("bb", "0.01"))
+    ]
+
+
+def test_earlier_builds_the_engine_no_longer_holds_go_whole_unless_in_use(
+    tmp_path, monkeypatch, capsys
+):
+    """After a conversion, the folders of earlier builds of the same tag whose image the
+    engine no longer holds are removed whole, each said in one line; one a running
+    campaign uses stays whole; one whose image the engine still holds loses only what
+    was just made again."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(convert.engine, "image_ids", lambda: {"sha256:bb", "sha256:ee"})
+    folders = superseded(tmp_path)
+    new = convert.Artifacts("sha256:ee", folders / "ee")
+    with in_use(folders / "dd"):
+        convert._drop_superseded(recipes.load("pytorch-mpich"), "cpu", new, ["singularity"])
+    left = {d.name: sorted(p.name for p in d.iterdir()) for d in folders.iterdir()}
+    assert left == {
+        "bb": [".in-use", "image.sqfs", "manifest.json"],
+        "cc": ["image.sif", "manifest.json"],
+        "dd": [".in-use", "image.sif", "manifest.json"],
+        "ee": ["manifest.json"],
+    }
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        f"removed 0.01 GB of the superseded conversions in {folders / 'bb'}",
+        f"removed 0.02 GB in {folders / 'aa'}: the conversions of sha256:aa, an earlier build "
+        "of kit/pytorch-mpich:1.2.0-cpu that the engine no longer holds",
     ]

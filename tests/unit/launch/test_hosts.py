@@ -26,10 +26,29 @@ def test_a_host_list_from_the_command_line_or_a_file(tmp_path):
         (("n1,-oProxyCommand=x", None), "'-oProxyCommand=x' is not a host name or address"),
         ((" , ", None), "names no host"),
         (("n1", f), "give --hosts or --hostfile, not both"),
-        ((None, tmp_path / "none"), "No such file or directory; give a readable file"),
+        ((None, tmp_path / "none"), r"unreadable \(No such file or directory\); give a text"),
     ):
         with pytest.raises(KitError, match=said):
             hosts.parse(*args)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "--hostfile /dev/zero: larger than 1 MiB, the most kit reads of it; give a text "
+               "file of host names, one a line"),
+        (b"n1\n\xff\xfe\x00\n", "--hostfile {f}: not UTF-8 text (byte 3); give a text file"),
+        (b"n1\n\x1b[2Jn2\n", "--hostfile {f}: '\\x1b[2Jn2' is not a host name or address"),
+    ],
+)  # fmt: skip
+def test_a_host_file_that_is_a_device_or_binary_is_one_line(tmp_path, content, said):
+    """/dev/zero was read whole (23 GB, then out of memory); a binary was a traceback."""
+    f = Path("/dev/zero") if content is None else tmp_path / "hosts"
+    if content is not None:
+        f.write_bytes(content)
+    with pytest.raises(KitError) as e:
+        hosts.parse(None, f)
+    assert str(e.value).startswith(said.format(f=f)) and "\n" not in str(e.value)
 
 
 def test_each_flavour_starts_one_rank_a_host_over_ssh():

@@ -37,7 +37,7 @@ def test_a_sif_and_its_command_make_a_campaign(sif, host_tools):
     assert c.opts.command.argv == ("/loop", "10") and c.opts.command.reduce == "last"
     job = trial.trial_job(runtimes.get("charliecloud"), Prepared("/i.sqfs", "d", "", ""),
                           c.design.configs[0], c.opts, "mpirun", "kit-x-0", "0")  # fmt: skip
-    assert job.program == ["/loop", "10"] and job.read == c.opts.command.read
+    assert job.program == ["/loop", "10"] and job.read == c.opts.command.reader
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,8 @@ def test_a_sif_and_its_command_make_a_campaign(sif, host_tools):
         (["--command", "/x", "--metric", METRIC, "--reduce", "total"], "must be one of"),
         (["--command", "/x", "--metric", METRIC, "--name", "torch-cnn"], "not one of kit's"),
         (["--command", "/x 'y", "--metric", METRIC], "check its quotes"),
+        (["--command", "/x", "--metric", METRIC, "--repeats", "100000"],
+         r"would run 100001 trials: 100001 rounds .* x 1 configurations \(1 --np\) x 1 launches"),
     ],
 )  # fmt: skip
 def test_bad_requests_are_one_line_before_anything_runs(sif, host_tools, argv, says):

@@ -149,6 +149,8 @@ def test_preset_options_are_its_own(capsys):
     assert "no preset 'nope' (known: bnl2018-horovod-vs-ps, cscs2017-inception3," in (
         capsys.readouterr().err
     )
+    assert cli.main(["run", "--preset", "../presets/nchc2019-runtimes", "--dry-run"]) == 2
+    assert "no preset '../presets/nchc2019-runtimes' (known: " in capsys.readouterr().err
     assert cli.main(["run", "--preset", "nchc2019-runtimes", "--model", "resnet50"]) == 2
     assert "sets the campaign's options; drop --model" in capsys.readouterr().err
     assert cli.main(["run", "pytorch-mpich", "--preset", "nchc2019-runtimes"]) == 2

@@ -1,0 +1,104 @@
+"""Files kit reads from outside: host lists, Dockerfiles, Slurm site files, a campaign's
+and a preset's settings, manifests and cache metadata, an archive's manifest.
+
+Each is read through here, so a device (/dev/zero), a binary or a hostile file is one
+error line naming the file, never a hang, an out-of-memory or a traceback: at most
+`limit` bytes are read, the text must be UTF-8, and JSON may nest at most JSON_DEPTH
+levels (Python's parser recurses: `[` x 100,000 is a RecursionError, not a ValueError).
+"""
+
+import json
+from pathlib import Path
+from typing import BinaryIO
+
+from kit.core.errors import KitError
+
+TEXT_LIMIT = 1 << 20  # 1 MiB: a host file (50,000 hosts), a Dockerfile, a Slurm site file
+JSON_LIMIT = 16 << 20  # 16 MiB: campaign.json, preset.json, manifests, cache metadata
+JSON_DEPTH = 64  # levels of nested [ and {; kit's own files nest 4 at most
+
+
+class Unreadable(KitError):
+    """A file that is too large, not UTF-8, or not the JSON it should be; a cache catches
+    it to make the file anew."""
+
+
+def _fail(what: str, why: str, fix: str) -> Unreadable:
+    return Unreadable(f"{what}: {why}; {fix}")
+
+
+def bounded(f: BinaryIO, what: str, fix: str, limit: int) -> bytes:
+    """At most `limit` bytes of an open file (one byte more tells that there is more)."""
+    data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _fail(what, f"larger than {_size(limit)}, the most kit reads of it", fix)
+    return data
+
+
+def read_bytes(path: Path, what: str, fix: str, limit: int = TEXT_LIMIT) -> bytes:
+    """The file's bytes, at most `limit` of them (what: how the message names it)."""
+    try:
+        with open(path, "rb") as f:
+            return bounded(f, what, fix, limit)
+    except OSError as e:
+        raise _fail(what, f"unreadable ({e.strerror or e})", fix) from None
+
+
+def text(data: bytes, what: str, fix: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _fail(what, f"not UTF-8 text (byte {e.start})", fix) from None
+
+
+def read_text(path: Path, what: str, fix: str, limit: int = TEXT_LIMIT) -> str:
+    """The file as UTF-8 text, at most `limit` bytes of it."""
+    return text(read_bytes(path, what, fix, limit), what, fix)
+
+
+def loads(data: bytes | str, what: str, fix: str) -> object:
+    """JSON parsed, or an Unreadable naming why not (the parse, or too deep a nesting)."""
+    source = text(data, what, fix) if isinstance(data, bytes) else data
+    try:
+        value = json.loads(source)
+    except RecursionError:
+        raise _too_deep(what, fix) from None
+    except ValueError as e:
+        raise _fail(what, f"not JSON ({e})", fix) from None
+    if _depth(value) > JSON_DEPTH:
+        raise _too_deep(what, fix)
+    return value
+
+
+def read_json(path: Path, what: str, fix: str, limit: int = JSON_LIMIT) -> object:
+    """The file's JSON, at most `limit` bytes of it."""
+    return loads(read_bytes(path, what, fix, limit), what, fix)
+
+
+def remade(path: Path) -> object:
+    """The JSON of a file kit wrote and can write again (a cache's metadata, a manifest),
+    or None when it is absent or unreadable: a miss, made anew, never an error."""
+    try:
+        return read_json(path, str(path), "it is made anew")
+    except Unreadable:
+        return None
+
+
+def _too_deep(what: str, fix: str) -> Unreadable:
+    return _fail(what, f"JSON nested deeper than {JSON_DEPTH} levels", fix)
+
+
+def _depth(value: object) -> int:
+    """How deep lists and objects nest (iteratively: the value may be deep)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d <= JSON_DEPTH:
+                todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
