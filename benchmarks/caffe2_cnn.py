@@ -132,9 +132,9 @@ def rendezvous(a: argparse.Namespace, rank: int, size: int) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
+    phases = kitbench.Phases()
     a = parse_args(argv)
-    launch = a.launch_time or t_start
+    launch = a.launch_time or phases.start
     rank, size = kitbench.launcher_rank()
     mpi = kitbench.mpi_library()
     threads = kitbench.threads_per_rank(a.threads, size)
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from caffe2.python import brew, data_parallel_model, model_helper, optimizer, workspace
 
+    phases.mark("imports")
     torch.set_num_threads(threads)
     workspace.GlobalInit(["caffe2", "--caffe2_log_level=2"])
     side = MODELS[a.model]
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = model_helper.ModelHelper(name=f"kit_{a.model}", arg_scope={"order": "NCHW"})
     meet = rendezvous(a, rank, size)
+    phases.mark("process_group")
     data_parallel_model.Parallelize(
         model,
         input_builder_fun=inputs,
@@ -193,11 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         writer.add_graph_deprecated([model.param_init_net, model.net])
     prefix = "cpu_0/"
     rng = np.random.default_rng(1234 + rank)
+    phases.mark("model_build")
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
         durations: list[float] = []
         agree = (lambda n: kitbench.mpi_comm().bcast(n, root=0)) if size > 1 else None
         for i in kitbench.step_indices(a, durations, agree):
+            if i == a.warmup:
+                phases.mark("warmup")
             t0 = time.perf_counter()
             if a.task == "accuracy":
                 x, y = kitbench.learnable_batch(rng, a.batch_size, side)
@@ -224,9 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         kitbench.oom_exit(
             "caffe2-cnn", "caffe2", torch.__version__, mpi, a, rank, size, threads, exc
         )
+    phases.mark("timed")
     if writer:
         writer.close()
-    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    mine = kitbench.rank_figures(
+        rank, a.batch_size, step_times, first_step_end - launch, phases.seconds(a.launch_time)
+    )
     mine["weights_sum"] = float(sum(abs(workspace.FetchBlob(n)).sum() for n in params))
     ranks = [mine]
     if size > 1:

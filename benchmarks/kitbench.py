@@ -24,6 +24,8 @@ import signal
 import socket
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 from kitschema import BENCHES, DATASET_STAMP, SCHEMA
 
@@ -402,7 +404,55 @@ def train_settings(a: argparse.Namespace) -> dict:
     }
 
 
-def rank_figures(rank: int, batch_size: int, step_times: list[float], startup_s: float) -> dict:
+class Phases:
+    """Where a launch's fixed cost goes, measured inside it: the benchmark marks each phase
+    (kitschema.PHASES) as it ends, and this process's creation, read from /proc, tells the
+    runtime's start (launcher, container, image mount) apart from the interpreter's. Made
+    first thing in main(); a mark is a clock read and a dict update, nothing to sync."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, proc: str = "/proc") -> None:
+        self._clock = clock
+        self.start = self._last = clock()
+        self.created = process_created(self.start, proc)
+        self._marked: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        """End `phase` now; a phase marked twice (MPI's group, then the framework's) adds up."""
+        now = self._clock()
+        self._marked[phase] = self._marked.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def seconds(self, launch: float | None) -> dict[str, float]:
+        """Seconds per phase, from `launch` (--launch-time, the launcher's clock; None: from
+        this process's creation), the first two left out where /proc had no answer."""
+        first = {}
+        if self.created is not None:
+            if launch is not None:
+                first["runtime_start"] = self.created - launch
+            first["interpreter"] = self.start - self.created
+        return {k: round(v, 4) for k, v in {**first, **self._marked}.items()}
+
+
+def process_created(now: float, proc: str = "/proc") -> float | None:
+    """When this process was created, on the wall clock: /proc/self/stat's starttime, clock
+    ticks since boot, on a boot time of now less /proc/uptime (btime in /proc/stat is whole
+    seconds). That is its fork: what a runtime does in it before exec (runc's namespaces
+    and root) falls after. None where /proc cannot say, or says the impossible: an uptime
+    virtualised (LXCFS) under the host's starttime puts the creation after now."""
+    try:
+        with open(f"{proc}/self/stat") as f:  # the name in (...) may hold spaces: cut after
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22
+        with open(f"{proc}/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    created = now - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    return created if created <= now else None
+
+
+def rank_figures(
+    rank: int, batch_size: int, step_times: list[float], startup_s: float, phases: dict
+) -> dict:
     return {
         "rank": rank,
         "host": socket.gethostname(),
@@ -410,6 +460,7 @@ def rank_figures(rank: int, batch_size: int, step_times: list[float], startup_s:
         "images_per_sec": batch_size * len(step_times) / sum(step_times),
         "peak_rss_mb": peak_rss_mb(),
         "startup_s": startup_s,
+        "phases_s": phases,
     }
 
 
@@ -428,6 +479,7 @@ def record(
     """The kit.bench/2 record from every rank's figures (rank_figures), gathered on rank 0."""
     size = len(ranks)
     slowest = max(r["timed_s"] for r in ranks)
+    last_up = max(ranks, key=lambda r: r["startup_s"])  # its phases explain startup_s
     return {
         **header(bench, "ok", framework, version, mpi, sorted({r["host"] for r in ranks}), size),
         **train_settings(a),
@@ -435,7 +487,8 @@ def record(
         "images_per_sec": a.batch_size * size * a.steps / slowest,
         "images_per_sec_per_rank": [r["images_per_sec"] for r in ranks],
         "peak_rss_mb": [r["peak_rss_mb"] for r in ranks],
-        "startup_s": max(r["startup_s"] for r in ranks),
+        "startup_s": last_up["startup_s"],
+        "phases_s": last_up["phases_s"],
         "step_times_s": step_times,
         "loss": losses,
         "logdir": a.logdir,

@@ -110,6 +110,23 @@ TRAIN = {  # an "oom" record has images_per_sec null and "error"
     "step_times_s": (list, "rank 0's time per timed step"),
     "loss": (list, "rank 0's loss per timed step"),
 }
+# A launch's fixed cost, phase by phase, in the order they run (kitbench.Phases): what the
+# training benchmarks' optional phases_s holds, in seconds of the rank whose start-up was
+# slowest, and the columns of the report's launch cost table.
+PHASES = {
+    "runtime_start": "launch (--launch-time) to this process's creation (/proc/self/stat): "
+    "the launcher and the container runtime starting it",
+    "interpreter": "creation to the benchmark's main(): exec, the runtime's set-up inside "
+    "the process, Python's start and its standard library",
+    "imports": "the framework's and mpi4py's imports",
+    "process_group": "MPI started, the ranks' rendezvous and their communication group",
+    "model_build": "model, optimizer and training step built, initial weights shared",
+    "warmup": "the untimed steps, the input pipeline's start and first compilations with them",
+    "timed": "the timed steps (not fixed cost; what follows them is not measured inside)",
+}
+OPTIONAL = {  # checked when present: older records lack them
+    "phases_s": (dict, "seconds per phase of the launch (PHASES), when measured"),
+}
 IMAGES_PER_SEC = Metric("images_per_sec", "images/s")
 LATENCY = Value("latency_us", "latency", "µs", 2)
 BANDWIDTH = Value("bandwidth_mb_s", "bandwidth", "MB/s", 0)
@@ -229,7 +246,8 @@ def validate(rec: dict) -> list[str]:
     b = BENCHES.get(rec.get("bench"))
     if b is None:
         problems.append(f"bench {rec.get('bench')!r} is not declared")
-    for name, (kind, _) in fields(rec.get("bench")).items():
+    present = {k: v for k, v in OPTIONAL.items() if k in rec}
+    for name, (kind, _) in {**fields(rec.get("bench")), **present}.items():
         value = rec.get(name)
         if b and b.metric and name == b.metric.key and rec.get("status") == "oom":
             kind = type(None)
@@ -237,6 +255,11 @@ def validate(rec: dict) -> list[str]:
             continue
         if not isinstance(value, kind):
             problems.append(f"{name}: {type(value).__name__}, want {kind.__name__}")
+    phases = rec.get("phases_s")
+    for phase, seconds in phases.items() if isinstance(phases, dict) else ():
+        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if phase not in PHASES or not number:
+            problems.append(f"phases_s: {phase} {seconds!r} is no declared phase's seconds")
     for s in b.series if b else ():
         for row in rec.get(s.field) or []:
             want = (*s.at, *(v.key for v in s.values))

@@ -161,14 +161,17 @@ def batches(tf, a: argparse.Namespace, rank: int, size: int, side: int, barrier)
         yield x, y
 
 
-def train(tf, a: argparse.Namespace, step, data, writer, size: int, agree):
+def train(tf, a: argparse.Namespace, step, data, writer, size: int, agree, phases: kitbench.Phases):
     """The training loop of the TensorFlow 2 benchmarks (tf-cnn, tf-mwms): step(x, y) on
-    each batch of data, rank 0's scalars to the TensorBoard writer (closed at the end);
-    returns the timed steps' durations, losses and accuracies and when the first step
-    ended. agree: as kitbench.step_indices takes it."""
+    each batch of data, rank 0's scalars to the TensorBoard writer (closed at the end),
+    the warm-up and the timed steps marked in phases; returns the timed steps' durations,
+    losses and accuracies and when the first step ended. agree: as kitbench.step_indices
+    takes it."""
     step_times, losses, accuracies, first_step_end = [], [], [], None
     durations: list[float] = []
     for i in kitbench.step_indices(a, durations, agree):
+        if i == a.warmup:
+            phases.mark("warmup")
         t0 = time.perf_counter()
         x, y = next(data)
         loss, accuracy = (float(v) for v in step(x, y))
@@ -185,23 +188,26 @@ def train(tf, a: argparse.Namespace, step, data, writer, size: int, agree):
             step_times.append(dt)
             losses.append(loss)
             accuracies.append(accuracy)
+    phases.mark("timed")
     if writer:
         writer.close()
     return step_times, losses, accuracies, first_step_end
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
+    phases = kitbench.Phases()
     a = parse_args(argv)
-    launch = a.launch_time or t_start
+    launch = a.launch_time or phases.start
     mpi = kitbench.mpi_library()
     import horovod.tensorflow as hvd_tf
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
+    phases.mark("imports")
     kitbench.mpi_comm()  # MPI started (and finalised, at the end) by this thread
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
+    phases.mark("process_group")
     threads = kitbench.threads_per_rank(a.threads, size)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -219,15 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     writer = tf.summary.create_file_writer(a.logdir) if a.logdir and rank == 0 else None
     data = batches(tf, a, rank, size, side, barrier)
     agree = (lambda n: hvd_tf.broadcast_object(n, root_rank=0)) if size > 1 else None
+    phases.mark("model_build")
     try:
         step_times, losses, accuracies, first_step_end = train(
-            tf, a, train_step, data, writer, size, agree
+            tf, a, train_step, data, writer, size, agree, phases
         )
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
         kitbench.oom_exit("tf-cnn", "tensorflow", tf.__version__, mpi, a, rank, size, threads, exc)
-    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    mine = kitbench.rank_figures(
+        rank, a.batch_size, step_times, first_step_end - launch, phases.seconds(a.launch_time)
+    )
     ranks = hvd_tf.allgather_object(mine) if size > 1 else [mine]
     weights = float(sum(abs(w).sum() for w in model.get_weights()))
     sums = hvd_tf.allgather_object(weights) if size > 1 else [weights]

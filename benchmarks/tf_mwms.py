@@ -19,7 +19,6 @@ import json
 import os
 import socket
 import sys
-import time
 
 import kitbench
 import tf_cnn
@@ -69,16 +68,19 @@ def compiled_step(tf, strategy, model, global_batch: int):
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
+    phases = kitbench.Phases()
     a = parse_args(argv)
-    launch = a.launch_time or t_start
+    launch = a.launch_time or phases.start
     mpi = kitbench.mpi_library()
+    phases.mark("imports")
     comm = kitbench.mpi_comm()
     rank, size = comm.Get_rank(), comm.Get_size()
     if size > 1:
         os.environ["TF_CONFIG"] = tf_config(comm, rank)
+    phases.mark("process_group")
     import tensorflow as tf
 
+    phases.mark("imports")
     threads = kitbench.threads_per_rank(a.threads, size)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         implementation=kinds.NCCL if gpus else kinds.RING
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    phases.mark("process_group")
     tf.keras.utils.set_random_seed(1234)  # the same initial weights on every worker
     side = MODELS[a.model]
     with strategy.scope():
@@ -100,15 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     writer = tf.summary.create_file_writer(a.logdir) if a.logdir and rank == 0 else None
     data = tf_cnn.batches(tf, a, rank, size, side, comm.Barrier)
     agree = (lambda n: comm.bcast(n, root=0)) if size > 1 else None
+    phases.mark("model_build")
     try:
         step_times, losses, accuracies, first_step_end = tf_cnn.train(
-            tf, a, train_step, data, writer, size, agree
+            tf, a, train_step, data, writer, size, agree, phases
         )
     except Exception as exc:
         if not kitbench.is_oom(exc):
             raise
         kitbench.oom_exit("tf-mwms", "tensorflow", tf.__version__, mpi, a, rank, size, threads, exc)
-    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    mine = kitbench.rank_figures(
+        rank, a.batch_size, step_times, first_step_end - launch, phases.seconds(a.launch_time)
+    )
     ranks = comm.allgather(mine)
     weights = float(sum(abs(w).sum() for w in model.get_weights()))
     sums = comm.allgather(weights)

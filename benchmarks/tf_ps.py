@@ -105,18 +105,21 @@ def inputs(tf, a: argparse.Namespace, rank: int, size: int, side: int, comm):
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
+    phases = kitbench.Phases()
     a = parse_args(argv)
-    launch = a.launch_time or t_start
+    launch = a.launch_time or phases.start
     mpi = kitbench.mpi_library()
+    phases.mark("imports")
     comm = kitbench.mpi_comm()
     rank, size = comm.Get_rank(), comm.Get_size()
     if a.ps > size:
         if rank == 0:
             print(f"tf-ps: --ps {a.ps} is more than the {size} ranks", file=sys.stderr)
         return 2
+    phases.mark("process_group")
     import tensorflow as tf
 
+    phases.mark("imports")
     tf.compat.v1.disable_eager_execution()
     threads = kitbench.threads_per_rank(a.threads, size)
     cluster = tf.train.ClusterSpec(cluster_spec(comm, a.ps))
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     server = tf.distribute.Server(cluster, "worker", rank, config=config)
     if rank < a.ps:  # kept referenced: it serves the variables until every worker is done
         ps_server = tf.distribute.Server(cluster, "ps", rank, config=config)  # noqa: F841
+    phases.mark("process_group")
     tf.compat.v1.set_random_seed(1234)
     side = MODELS[a.model]
     with tf.device(worker):
@@ -166,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         if rank == 0:
             comm.Barrier()
+        phases.mark("model_build")  # the graph, its variables initialised on the servers
         # Sync workers step together: a worker that ran ahead would put two gradients into
         # one aggregation, and at the end another would wait for a token nobody makes.
         lockstep = a.ps_mode == "sync" and size > 1
         durations: list[float] = []
         agree = (lambda n: comm.bcast(n, root=0)) if size > 1 else None
         for i in kitbench.step_indices(a, durations, agree):
+            if i == a.warmup:
+                phases.mark("warmup")
             t0 = time.perf_counter()
             _, lv, av = sess.run([train_op, loss, accuracy], feed_dict=feed() if feed else None)
             dt = time.perf_counter() - t0
@@ -198,9 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         if not kitbench.is_oom(exc):
             raise
         kitbench.oom_exit("tf-ps", "tensorflow", tf.__version__, mpi, a, rank, size, threads, exc)
+    phases.mark("timed")
     if writer:
         writer.close()
-    mine = kitbench.rank_figures(rank, a.batch_size, step_times, first_step_end - launch)
+    mine = kitbench.rank_figures(
+        rank, a.batch_size, step_times, first_step_end - launch, phases.seconds(a.launch_time)
+    )
     ranks = comm.allgather(mine)
     if rank == 0:
         kitbench.emit(

@@ -316,13 +316,14 @@ def writer_for(logdir: str | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.time()
+    phases = kitbench.Phases()
     a = parse_args(argv)
-    launch = a.launch_time or t_start
+    launch = a.launch_time or phases.start
     mpi = kitbench.mpi_library()
     import torch
     import torch.distributed as dist
 
+    phases.mark("imports")
     d = Dist(a.dist)
     threads = kitbench.threads_per_rank(a.threads, d.size)
     torch.set_num_threads(threads)
@@ -336,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group(
             backend, init_method=f"tcp://{addr}:{port}", rank=d.rank, world_size=d.size
         )
+    phases.mark("process_group")
     fmt = torch.channels_last if a.data_format == "nhwc" else torch.contiguous_format
     model = build_model(a.model).to(dev, memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -359,10 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     writer = writer_for(a.logdir) if d.rank == 0 else None
     data = batches(a, d, MODELS[a.model])
+    phases.mark("model_build")
     step_times, losses, accuracies, first_step_end = [], [], [], None
     try:
         durations: list[float] = []
         for i in kitbench.step_indices(a, durations, d.agree if d.size > 1 else None):
+            if i == a.warmup:
+                phases.mark("warmup")
             t0 = time.perf_counter()
             x, y = next(data)
             x, y = x.to(dev).contiguous(memory_format=fmt), y.to(dev)
@@ -393,11 +398,14 @@ def main(argv: list[str] | None = None) -> int:
         kitbench.oom_exit(
             "torch-cnn", "torch", torch.__version__, mpi, a, d.rank, d.size, threads, exc
         )
+    phases.mark("timed")
     if writer:
         writer.close()
     if inductor_cache:
         shutil.rmtree(inductor_cache, ignore_errors=True)
-    mine = kitbench.rank_figures(d.rank, a.batch_size, step_times, first_step_end - launch)
+    mine = kitbench.rank_figures(
+        d.rank, a.batch_size, step_times, first_step_end - launch, phases.seconds(a.launch_time)
+    )
     # each rank's sum of |w|: equal on every rank when the gradients were combined
     mine["weights_sum"] = float(sum(float(w.detach().abs().sum()) for w in model.parameters()))
     ranks = d.gather(mine)

@@ -12,7 +12,9 @@ it; the results store checks each line it reads against READ_FIELDS.
 
 import dataclasses
 import typing
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 SCHEMA = "kit.trial/2"
 READABLE = ("kit.trial/1", SCHEMA)
@@ -57,6 +59,8 @@ class Trial:
     slurm: dict | None  # job id, nodes, script
     argv: list[str]
     host: dict = field(metadata=READ)
+    # kit.launch.hostload.during: loadavg_1m, busy/other/steal_cpu_pct (None: not measured),
+    # window_s (how long they were measured over)
     host_load: dict
     started: str
     # outcome
@@ -121,6 +125,24 @@ def spread_over(r: dict) -> tuple[int, str]:
     if how == "slurm" and (nodes := (r.get("slurm") or {}).get("nodes")):
         return node_count(nodes), f"the job was given nodes {nodes}"
     return 0, ""
+
+
+def campaign_minutes(records: list[dict]) -> float | None:
+    """The minutes the campaigns took: each one's first trial start to its last trial's end
+    (started plus wall_s; warm-up and failed trials take their time too), summed over the
+    campaigns, so that the time between campaigns reported together is not counted. None
+    where no record says when it ran."""
+    spans: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        wall = r.get("wall_s")
+        if not isinstance(wall, int | float) or isinstance(wall, bool):
+            continue
+        try:
+            start = datetime.fromisoformat(r.get("started")).timestamp()
+        except (TypeError, ValueError):
+            continue
+        spans[r["campaign"]] += [start, start + wall]
+    return sum(max(s) - min(s) for s in spans.values()) / 60 or None
 
 
 def key_values(r: dict) -> dict:

@@ -1,13 +1,18 @@
 """The kit.bench/2 records the benchmarks declare (benchmarks/kitschema.py) and their shared
 helpers (benchmarks/kitbench.py)."""
 
+import argparse
 import importlib
+import os
+import re
+import time
 from pathlib import Path
 
 import kitbench
 import kitschema
 import pytest
 
+BENCHMARKS = Path(kitbench.__file__).parent
 TRAIN = {
     "schema": "kit.bench/2", "bench": "torch-cnn", "status": "ok", "framework": "torch",
     "framework_version": "1.13.1", "mpi_library": "MPICH Version: 4.0.2", "python": "3.11.2",
@@ -180,3 +185,76 @@ def test_grpc_random_payloads_cover_the_total_and_are_seeded():
     cuts = [grpc_bench.split(4096, "random", random.Random(s)) for s in (1, 1, 2)]
     assert all(sum(c) == 4096 and len(c) == 8 and min(c) >= 1 for c in cuts)
     assert cuts[0] == cuts[1] != cuts[2]
+
+
+def fake_proc(root: Path, started_s: float, uptime_s: float) -> str:
+    """A /proc whose process started `started_s` after boot and whose uptime is `uptime_s`;
+    the process's name holds spaces and a parenthesis, as a comm may."""
+    fields = ["S", *["0"] * 18, str(round(started_s * os.sysconf("SC_CLK_TCK"))), *["0"] * 30]
+    (root / "self").mkdir()
+    (root / "self" / "stat").write_text(f"42 (py (x) y) {' '.join(fields)}\n")
+    (root / "uptime").write_text(f"{uptime_s:.2f} 900.00\n")
+    return str(root)
+
+
+def test_phases_tell_the_runtimes_start_from_the_interpreters_and_add_up_marks(tmp_path):
+    clock = iter([1000.0, 1001.25, 1001.5, 1003.0, 1003.5])
+    phases = kitbench.Phases(lambda: next(clock), fake_proc(tmp_path, 500.0, 502.5))
+    assert phases.created == 997.5  # 1000 - 502.5 + 500: created 2.5 s before main()
+    for name in ("imports", "process_group", "imports", "model_build"):  # MPI's, then TF's
+        phases.mark(name)
+    assert list(phases.seconds(996.0).items()) == [
+        ("runtime_start", 1.5),
+        ("interpreter", 2.5),
+        ("imports", 2.75),
+        ("process_group", 0.25),
+        ("model_build", 0.5),
+    ]
+    assert "runtime_start" not in phases.seconds(None)  # no --launch-time: no launch
+
+
+def test_phases_leave_out_what_proc_cannot_say(tmp_path):
+    assert kitbench.process_created(1000.0, str(tmp_path)) is None  # no /proc
+    # an uptime virtualised (LXCFS) below the host's starttime: created after now
+    assert kitbench.process_created(1000.0, fake_proc(tmp_path, 500.0, 3.0)) is None
+    phases = kitbench.Phases(iter([10.0, 12.0]).__next__, str(tmp_path / "none"))
+    phases.mark("imports")
+    assert phases.seconds(5.0) == {"imports": 2.0}
+    now = time.time()  # this process, from the real /proc
+    assert 0 < now - kitbench.process_created(now) < 86400
+
+
+def test_the_record_carries_the_phases_of_the_rank_that_started_last():
+    a = argparse.Namespace(
+        model="tiny", batch_size=32, data="synthetic", task="throughput", dist="ddp",
+        precision="fp32", data_format="nchw", warmup=5, steps=2, min_time=0.0, logdir=None,
+    )  # fmt: skip
+    early = kitbench.rank_figures(0, 32, [0.5, 0.5], 2.0, {"imports": 1.0})
+    late = kitbench.rank_figures(1, 32, [0.5, 0.6], 3.0, {"imports": 2.0})
+    rec = kitbench.record("torch-cnn", "torch", "1.13.1", "none", a, [early, late], 1, [], [])
+    assert (rec["startup_s"], rec["phases_s"]) == (3.0, {"imports": 2.0})
+    assert kitschema.validate(rec) == []
+
+
+def test_phases_are_an_optional_field_of_kit_bench_2():
+    phases = {"runtime_start": 0.4, "imports": 2, "timed": 1.5}
+    assert kitschema.SCHEMA == "kit.bench/2"
+    assert kitschema.validate(TRAIN | {"phases_s": phases}) == []
+    assert kitschema.validate(TRAIN) == []  # records before them still pass
+    assert kitschema.validate(TRAIN | {"phases_s": [0.4]}) == ["phases_s: list, want dict"]
+    assert kitschema.validate(TRAIN | {"phases_s": {"boot": 1.0, "imports": True}}) == [
+        "phases_s: boot 1.0 is no declared phase's seconds",
+        "phases_s: imports True is no declared phase's seconds",
+    ]
+
+
+def test_every_training_benchmark_marks_only_declared_phases_and_all_of_them():
+    marked: set[str] = set()
+    for b in kitschema.BENCHES.values():
+        if b.metric:
+            source = (BENCHMARKS / b.script).read_text()
+            assert "kitbench.Phases()" in source, b.script
+            marked |= set(re.findall(r'phases\.mark\("(\w+)"\)', source))
+    # the first two are timed from /proc, the others marked where each phase ends (tf-mwms's
+    # steps in tf_cnn.train)
+    assert marked == set(kitschema.PHASES) - {"runtime_start", "interpreter"}
