@@ -7,6 +7,7 @@ training benchmark's metric and a sweep's series from it.
 """
 
 import importlib.util
+import math
 import sys
 from types import ModuleType
 
@@ -34,6 +35,7 @@ Metric = _schema.Metric
 Series = _schema.Series
 BENCHES: dict = _schema.BENCHES
 IMAGES_PER_SEC: Metric = _schema.IMAGES_PER_SEC
+PHASES: dict = _schema.PHASES  # a launch's phases (phases_s), in the order they run
 ANALYSED = ("startup_s", "framework_version", "mpi_library")  # read of every training record
 
 
@@ -60,6 +62,39 @@ def metric(name: str, result: dict | None = None) -> Metric:
         label = " ".join(str(x) for x in (declared.get("name"), declared.get("unit")) if x)
         return Metric(str(declared.get("key")), label, declared.get("higher_is_better") is True)
     return IMAGES_PER_SEC
+
+
+def figures(name: str, result: dict) -> list[tuple[str, object]]:
+    """The figures a result yields, each with the name a cause calls it by: a training
+    benchmark's metric, a user's command's (by its --metric group), or each declared value
+    of a sweep's rows."""
+    b = BENCHES.get(name)
+    if b and b.sweep:
+        rows = {s.field: result.get(s.field) for s in b.series}
+        return [
+            (f"{s.field} {v.key}", row.get(v.key) if isinstance(row, dict) else None)
+            for s in b.series
+            for row in (rows[s.field] if isinstance(rows[s.field], list) else [])
+            for v in s.values
+        ]
+    m, declared = metric(name, result), result.get("metric")
+    label = declared.get("name") if not b and isinstance(declared, dict) else m.key
+    return [(str(label), result.get(m.key))]
+
+
+def figure_problem(name: str, result: dict) -> str:
+    """Why a result's figures cannot be compared ("" when they can): each must be a finite
+    number above 0, as ratios of them are taken as logs. An oom record has none."""
+    if result.get("status") == "oom":
+        return ""
+    for label, value in figures(name, result):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and value > 0 and (isinstance(value, int) or math.isfinite(value)):
+            continue  # an int is finite (a long one fits no float, which isfinite takes)
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)[:40]
+        shown = "nothing" if value is None else shown
+        return f"metric '{label}' read {shown}: a figure must be finite and above 0"
+    return ""
 
 
 def analysed(name: str, result: dict | None = None) -> list[tuple[str, type | tuple]]:

@@ -3,11 +3,14 @@ and how its figure of merit is read from what it prints.
 
 The figure is a regular expression with one named group: the group's name is the
 metric's name in every heading, `--unit` its unit, `--lower-is-better` its direction.
-Every line that matches gives a value (one per rank, or one per epoch); `--reduce`
-says how they make the trial's figure. A trial whose output has no match, or lacks
-a `--require`d line, is failed with its last lines, never a number.
+The output is matched a line at a time as it is printed (it is never held whole: see
+kit.launch.process). Every match gives a value (one per rank, or one per epoch; at most
+MAX_MATCHES); `--reduce` says how they make the trial's figure. A trial whose output
+has no match, a match that is no finite number, or lacks a `--require`d line, is failed
+with its last lines and the cause, never a number.
 """
 
+import math
 import re
 import shlex
 import statistics
@@ -48,27 +51,74 @@ class Command:
         return {"key": "value", "name": self.metric, "unit": self.unit,
                 "higher_is_better": self.higher_is_better}  # fmt: skip
 
-    def read(self, output: str) -> dict | str:
-        """The trial's result from its whole output, or why there is none; the values
-        that matched are kept, for the record."""
-        found = [m.group(self.metric) for m in re.finditer(self.pattern, output, re.MULTILINE)]
-        if bad := next((x for x in found if not _number(x)), None):
-            return f"--metric group '{self.metric}' matched '{bad}', not a number"
-        if not found:
-            return f"no line of the output matched --metric '{self.pattern}'"
-        if self.require and not re.search(self.require, output, re.MULTILINE):
-            return f"no line of the output matched --require '{self.require}'"
-        values = [float(x) for x in found]
-        result = {"schema": SCHEMA, "bench": self.name, "metric": self.declaration()}
-        return {**result, "value": REDUCTIONS[self.reduce](values), "matches": values}
+    def reader(self) -> "Figures":
+        """A reader for one trial's output."""
+        return Figures(self)
 
 
-def _number(text: str) -> bool:
+MAX_MATCHES = 10_000  # a figure a rank or an epoch: more is a pattern that matches too much
+
+
+class Figures:
+    """A command's figure, read from its output a line at a time (kit.launch.process's
+    Reader); the values that matched are kept, for the record."""
+
+    def __init__(self, cmd: Command) -> None:
+        self.cmd, self.group = cmd, cmd.metric
+        self.pattern = re.compile(cmd.pattern)
+        self.require = re.compile(cmd.require) if cmd.require else None
+        self.required = self.require is None
+        self.values: list[float] = []
+        self.idle = False  # a match whose group took no part (an optional one)
+        self.why = ""  # a match that gives no figure: the trial has none
+
+    def line(self, text: str) -> None:
+        if not self.required and self.require.search(text):
+            self.required = True
+        if self.why:
+            return
+        for m in self.pattern.finditer(text):
+            found = m.group(self.group)
+            if found is None:
+                self.idle = True
+                continue
+            value = _number(found)
+            if value is None:
+                self.why = f"--metric group '{self.group}' matched '{found}', not a finite number"
+                return
+            if len(self.values) == MAX_MATCHES:
+                self.why = (
+                    f"--metric '{self.cmd.pattern}' matched more than {MAX_MATCHES} times; "
+                    "match only the lines that give the figure (one a rank, or an epoch)"
+                )
+                return
+            self.values.append(value)
+
+    def result(self) -> dict | str:
+        """The trial's result, or why there is none."""
+        if self.why:
+            return self.why
+        if not self.values:
+            if self.idle:
+                return (
+                    f"--metric '{self.cmd.pattern}' matched, but its group '{self.group}' "
+                    "took no part: no figure"
+                )
+            return f"no line of the output matched --metric '{self.cmd.pattern}'"
+        if not self.required:
+            return f"no line of the output matched --require '{self.cmd.require}'"
+        result = {"schema": SCHEMA, "bench": self.cmd.name, "metric": self.cmd.declaration()}
+        value = REDUCTIONS[self.cmd.reduce](self.values)
+        return {**result, "value": value, "matches": self.values}
+
+
+def _number(text: str) -> float | None:
+    """The finite number text spells (float() also reads nan, inf and 1e999), or None."""
     try:
-        float(text)
+        value = float(text)
     except ValueError:
-        return False
-    return True
+        return None
+    return value if math.isfinite(value) else None
 
 
 def split(flag: str, text: str) -> tuple[str, ...]:

@@ -34,7 +34,8 @@ class Launcher:
     """Starts one trial and waits for it; subclasses say how."""
 
     name = ""
-    elsewhere = False  # its trials run on other machines: this host's GPUs say nothing of theirs
+    # its trials run on other machines: this host's GPUs and load say nothing of theirs
+    elsewhere = False
 
     def check(self, recipe: Recipe, ranks: list[int], mpirun: str) -> None:
         """Raise a KitError naming the fix when the campaign's trials cannot start here."""
@@ -56,10 +57,6 @@ class Launcher:
     def label(self, rt: Runtime, ranks: int) -> str:
         """How the trial's ranks were started, as its record says."""
         return rt.launcher(ranks)
-
-    def owns_ranks(self, rt: Runtime) -> bool:
-        """Whether the trial's processes descend from kit (so host load can tell them apart)."""
-        return rt.in_tree
 
     def check_prepared(self, rt: Runtime, prep: Prepared) -> None:
         """Raise a KitError naming the fix when a node lacks what rt runs (prepared here)."""
@@ -188,9 +185,6 @@ class Hosts(Local):
     def label(self, rt: Runtime, ranks: int) -> str:
         return HOSTS_LABEL
 
-    def owns_ranks(self, rt: Runtime) -> bool:
-        return False  # they run under each host's sshd
-
     @functools.cached_property
     def route(self) -> tuple[str, str]:
         """The interface here that routes to the hosts, and its network (found once)."""
@@ -238,9 +232,6 @@ class Slurm(Launcher):
 
     def label(self, rt: Runtime, ranks: int) -> str:
         return "slurm"
-
-    def owns_ranks(self, rt: Runtime) -> bool:
-        return False  # they run under slurmd
 
     def write(self, rt: Runtime, prep: Prepared, job: Job, title: str) -> tuple[Path, Path]:
         """The trial's sbatch script in the folder; its path and its job's output file."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import schema
+from kit.core import inputs, schema
 from kit.core.errors import KitError
 from kit.launch import process
 from kit.runtimes import RUNTIMES, Job, Prepared, Runtime
@@ -69,12 +69,13 @@ def load_site(path: Path | None) -> Site:
     if path is None:
         return Site()
     where = f"--slurm-config {path}"
+    text = inputs.read_text(path, where, "give a TOML file with a [slurm] table")
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise KitError(f"{where}: cannot be read ({e.__class__.__name__})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise KitError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise KitError(f"{where}: nested too deeply to be a site file") from None
     unknown = sorted(set(data) - {"slurm"})
     if unknown:
         raise KitError(f"{where}: unknown table(s) {', '.join(unknown)}; kit reads [slurm]")
@@ -139,15 +140,33 @@ def _shell(argv: list[str]) -> str:
     return " ".join(f'"{a}"' if a == LAUNCH_ARG else shlex.quote(a) for a in argv)
 
 
+class JobOutput:
+    """The reader of a job's output: the result's own, and the script's line naming the job
+    (`kit-slurm: job ID nodes LIST`), caught as it goes by (a long output's kept tail
+    does not reach back to it)."""
+
+    def __init__(self, reader: process.Reader) -> None:
+        self.reader, self.job_id, self.nodes = reader, "", ""
+
+    def line(self, text: str) -> None:
+        if text.startswith("kit-slurm: job "):
+            _, _, self.job_id, _, self.nodes = text.split(maxsplit=4)
+        self.reader.line(text)
+
+    def result(self) -> dict | str | None:
+        return self.reader.result()
+
+
 def submit(
     path: Path,
     output: Path,
     env: dict[str, str],
     timeout: float,
     name: str,
-    read: Callable[[str], dict | str | None] | None = None,
+    read: Callable[[], process.Reader] | None = None,
 ):
-    """Submit one trial's script, wait for the job, and read its record from its output."""
+    """Submit one trial's script, wait for the job, and read its record from its output
+    (bounded as a local trial's is: process.Capture)."""
     outcome = process.run(
         [sys.executable, "-m", "kit.launch.slurm_wait", str(path)],
         env,
@@ -155,16 +174,14 @@ def submit(
         name,
         lambda: subprocess.run(["scancel", f"--name={name}"], capture_output=True),
     )
-    text = output.read_text(errors="replace") if output.is_file() else ""
-    result, unread = process.read_result(read, text)
+    job = JobOutput((read or process.BenchRecord)())
+    text = process.read_file(output, job).text()
+    result, unread = process.read_result(job)
     status = outcome.status
     if status in ("ok", "failed"):
         status = "ok" if outcome.exit_code == 0 and result is not None else "failed"
-    job_id, nodes = "", ""
-    for line in text.splitlines():
-        if line.startswith("kit-slurm: job "):
-            _, _, job_id, _, nodes = line.split(maxsplit=4)
     tail = "\n".join((outcome.output_tail + "\n" + text).strip().splitlines()[-20:])
+    tail = tail[-process.TAIL_CHARS :]
     return (
         process.Outcome(
             status,
@@ -175,5 +192,5 @@ def submit(
             cause=(process.cause(outcome.exit_code, text) or unread) if status == "failed" else "",
             output="" if status == "ok" else f"{outcome.output}\n== job output ==\n{text}",
         ),
-        {"job_id": job_id, "nodes": nodes, "script": str(path)},
+        {"job_id": job.job_id, "nodes": job.nodes, "script": str(path)},
     )

@@ -3,20 +3,24 @@ paragraphs, lists and figures, plus the per-arm numbers. The writers only render
 the formats cannot disagree, and a new table is one Section here."""
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from kit.core import benches
 from kit.report import plots
-from kit.results import analysis, stats
+from kit.results import analysis, precision, stats
 from kit.results.analysis import Analysis, Arm, Group, Key
 
 NOTES = (
     "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "
     "Ratios to the baseline arm: paired by round (every arm runs in every round, in a "
     "seeded random order; the baseline may run more than once a round, its launches then "
-    "averaged), the Hodges-Lehmann estimate of the per-round log ratios with the exact "
-    "Wilcoxon signed-rank interval; launches another job slowed (far slower than their "
-    "arm and round predict) are left out of the ratios and named; unpaired (Mann-Whitney "
+    "averaged), the geometric mean of the per-round ratios with Student's t interval, so "
+    "a cost in some launches only counts in full; a launch far slower than its arm and "
+    "round predict is left out only when its record shows outside load (CPU used outside "
+    "the trial, or steal), is named, and the verdict is one that holds with it and "
+    "without it (that check: the Hodges-Lehmann centre, exact Wilcoxon interval); a slow "
+    "launch without that evidence stays in, as its arm's own cost; unpaired (Mann-Whitney "
     "interval of the shift) only where no round has both arms. The verdicts form one "
     "family: each ratio's interval is Bonferroni-adjusted over the report's comparisons, "
     "so all verdicts hold together at the stated confidence; other intervals are each at "
@@ -213,14 +217,42 @@ def answers(a: Analysis) -> list[str]:
 
 
 def _disturbed(g: Group) -> str:
-    """Which trials the ratios left out, as one sentence (empty when none)."""
-    named = [f"{x.runtime} #{', #'.join(map(str, x.disturbed))}" for x in g.arms if x.disturbed]
+    """Which trials the ratios left out and on what evidence, and each ratio with every
+    launch kept, as one sentence (empty when none was left out)."""
+    named = [
+        f"{x.runtime} #{x.disturbed[0]} ({x.evidence[0]})"
+        + "".join(f", #{i} ({why})" for i, why in zip(x.disturbed[1:], x.evidence[1:], strict=True))
+        for x in g.arms
+        if x.disturbed
+    ]
+    if not named:
+        return ""
+    every = [
+        f"{x.runtime} {_iv(x.ratio_all, 3)}" for x in [*g.arms, *g.pairs] if x.ratio_all is not None
+    ]
+    return (
+        "Left out of the ratios on evidence of outside load (more than "
+        f"{stats.DISTURBED_SLOWDOWN}x slower than predicted, with the load in their record): "
+        + "; ".join(named)
+        + (". With every launch kept: " + "; ".join(every) if every else "")
+        + ". The verdicts hold both ways."
+    )
+
+
+def _slow(g: Group) -> str:
+    """Each arm's launches far slower than their round with no evidence of outside load:
+    kept, and said to be the arm's own (empty when none)."""
+    named = [
+        f"{x.runtime}: {len(x.slow)} of {x.n} launches at least {stats.DISTURBED_SLOWDOWN}x "
+        f"slower than their round (#{', #'.join(map(str, x.slow))})"
+        for x in g.arms
+        if x.slow
+    ]
     if not named:
         return ""
     return (
-        "Left out of the ratios as disturbed by other load (more than "
-        f"{stats.DISTURBED_SLOWDOWN}x slower than their arm and round predict, and "
-        f"{stats.DISTURBED_SCALES:.0f} robust SDs of the launch noise): " + "; ".join(named) + "."
+        "Slow launches with no sign of outside load, kept in the ratios as the arm's own "
+        "behaviour: " + "; ".join(named) + "."
     )
 
 
@@ -246,6 +278,8 @@ def _spread(g: Group) -> str:
 def _header(a: Analysis) -> str:
     h = {k: a.host.get(k, "?") for k in ("cpu_model", "cores", "kernel")}
     skipped = f" {len(a.skipped)} unreadable lines skipped." if a.skipped else ""
+    if a.left_out:
+        skipped += f" {len(a.left_out)} ok trials left out: their figure is no number above 0."
     family = (
         f" Confidence {a.confidence:.0%} for all {a.comparisons} comparisons together "
         f"(Bonferroni: each at {a.each_confidence:.2%})."
@@ -260,6 +294,28 @@ def _header(a: Analysis) -> str:
         f"{a.trials} trials in {a.out_dir}: {a.ok} ok, {len(a.not_ok)} not ok, {a.warmup} warm-up "
         f"(discarded).{skipped} Host: {h['cpu_model']}, {h['cores']} cores, kernel "
         f"{h['kernel']}.{f' Images: {images}.' if images else ''}{family}{target}"
+    )
+
+
+def precision_cost(a: Analysis) -> str:
+    """What ±5 % and ±2 % for every comparison at once would take on this machine, from the
+    campaign's own spread and time a round ("" before three paired rounds)."""
+    if not a.projection:
+        return ""
+
+    def one(p: precision.Projection) -> str:
+        if p.minutes is None:
+            return f"±{p.precision:.0%} about {p.rounds} rounds"
+        budget = max(1, math.ceil(p.minutes))
+        return (
+            f"±{p.precision:.0%} about {p.rounds} rounds, {budget} min here "
+            f"(--budget {budget}m; the demo: KIT_DEMO_BUDGET={budget}m)"
+        )
+
+    return (
+        "What precision costs here, at this campaign's spread: "
+        + "; ".join(one(p) for p in a.projection)
+        + "."
     )
 
 
@@ -414,12 +470,47 @@ class Document:
     data: dict  # the whole analysis as plain data: the JSON file
 
 
+LAUNCH_COST = "Launch cost by phase (median s)"
+LAUNCH_KEY = ("image", "bench", "model", "data", "batch_size", "ranks")
+
+
+def _launch_cost(a: Analysis) -> Section | None:
+    """Each arm's launch by phase, so that a runtime's start-up cost is seen where it lies
+    (its own start, imports from its image, ...), what each phase holds, and the launches a
+    minute precision is bought with; None where no record carries phases."""
+    arms = [(g.key, arm) for g in a.groups for arm in g.arms if arm.phases]
+    if not arms:
+        return None
+    meaning = {**benches.PHASES, **analysis.AFTER}
+    names = [p for p in meaning if any(p in arm.phases for _, arm in arms)]
+    rows = [
+        [
+            *_key_cells(k, *LAUNCH_KEY),
+            arm.runtime,
+            str(arm.n),
+            *(f"{arm.phases[p]:.2f}" if p in arm.phases else "n/a" for p in names),
+        ]
+        for k, arm in arms
+    ]
+    columns = ["image", "bench", "model", "data", "batch", "ranks", "runtime", "n", *names]
+    blocks: list = [Table(columns, rows), "; ".join(f"{p}: {meaning[p]}" for p in names) + "."]
+    if a.minutes:
+        blocks.append(
+            f"Launches per minute: {a.ok / a.minutes:.2f} ({a.ok} ok launches in "
+            f"{a.minutes:.1f} min, from the first trial's start to the last one's end, "
+            "warm-up and failed trials' time included)."
+        )
+    return Section(LAUNCH_COST, blocks)
+
+
 def build(a: Analysis, figures: bool) -> Document:
     """The report of an analysis (figures: draw them, for the HTML page)."""
     lead: list[Block] = [x for x in _intro(a) if x]
     if said := answers(a):
         lead.append(Bullets(said, "answers"))
     lead.append(_header(a))
+    if cost := precision_cost(a):
+        lead.append(cost)
     sections = []
     if a.published:
         sections.append(
@@ -432,13 +523,17 @@ def build(a: Analysis, figures: bool) -> Document:
         blocks: list = [Table(_columns(a, g), [_row(x, a, _compiled(g)) for x in g.arms])]
         if g.pairs:
             blocks += [PAIRS, Table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])]
-        blocks += [text for text in (_disturbed(g), _spread(g)) if text]
+        blocks += [text for text in (_disturbed(g), _slow(g), _spread(g)) if text]
         sections.append(Section(_title(g.key), blocks))
+    if launch := _launch_cost(a):
+        sections.append(launch)
     sections += [Section(title, [Table(columns, rows)]) for title, columns, rows in _sections(a)]
     if a.crowded:
         sections.append(Section("Ranks on fewer hosts than asked", [Bullets(a.crowded)]))
     if a.not_ok:
         sections.append(Section("Trials that did not finish", [Bullets(_failed(a))]))
+    if a.left_out:
+        sections.append(Section("Trials left out of the analysis", [Bullets(a.left_out)]))
     if figures:
         sections.append(Section("Figures", list(plots.figures(a))))
     sections.append(Section("Runtimes", [Bullets(_runtimes(a)), NOTES]))

@@ -18,13 +18,15 @@ import math
 import statistics
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from kit.core import benches
 from kit.core.errors import KitError
-from kit.results import record, stats, store
+from kit.launch import hostload
+from kit.results import precision, record, stats, store
 
 T = TypeVar("T")
 
@@ -78,8 +80,13 @@ class Arm:
     precision: str = ""  # with a precision target: "reached" or "not reached"
     against: str = ""  # the arm its ratio is over ("" for the baseline itself)
     disturbed: list[int] = field(default_factory=list)  # trials (index) left out: other load
+    evidence: list[str] = field(default_factory=list)  # for each left out, what showed the load
+    slow: list[int] = field(default_factory=list)  # trials far slower than their round with no
+    # evidence of other load: kept, as this arm's own behaviour
+    ratio_all: stats.Interval | None = None  # with every launch, where some were left out
     loss: list[float] = field(default_factory=list)  # median loss per timed step
     load: dict = field(default_factory=dict)  # what the host did during its trials
+    phases: dict[str, float] = field(default_factory=dict)  # median s per launch phase
 
 
 @dataclass
@@ -167,11 +174,15 @@ class Analysis:
     preset: dict = field(default_factory=dict)  # name, title, question of a preset's report
     published: list[dict] = field(default_factory=list)  # its figures beside ours
     skipped: list[str] = field(default_factory=list)  # "file:line: why" of unusable lines
+    left_out: list[str] = field(default_factory=list)  # ok trials whose figure is no number
+    # above 0 (a hand edit, an older kit): which, and why
     started: list[str] = field(default_factory=list)  # the first and last trial's start
+    minutes: float | None = None  # the campaigns' own: first trial's start to last one's end
     hosts: list[str] = field(default_factory=list)  # the hosts the trials ran on
     images: dict[str, str] = field(default_factory=dict)  # image -> recipe version and stack
     crowded: list[str] = field(default_factory=list)  # trials on fewer hosts than spread over
     metrics: dict[str, benches.Metric] = field(default_factory=dict)  # bench -> its metric
+    projection: list[precision.Projection] = field(default_factory=list)  # what ±5/±2 % cost
 
     def metric(self, bench: str) -> "benches.Metric":
         """What a benchmark's arms are compared on (a user's command brings its own)."""
@@ -220,6 +231,31 @@ def _load(rs: list[dict]) -> dict:
     }
 
 
+AFTER = {  # what the launcher's wall time adds to a launch's phases (kitschema.PHASES)
+    "exit": "the timed steps' end to the launcher's return (gathering, finalizing, teardown)",
+    "fixed": "the launch's wall time less its timed steps",
+}
+
+
+def _phases(rs: list[dict]) -> dict[str, float]:
+    """The median seconds of each phase all of an arm's trials measured ({} unless every
+    record carries phases_s), with AFTER's where the launcher ran here: its wall time then
+    starts at the launch on the same clock (a Slurm job's holds its queueing too)."""
+    trials = []
+    for r in rs:
+        p = r["result"].get("phases_s")
+        if not isinstance(p, dict):
+            return {}
+        p = {k: v for k, v in p.items() if isinstance(v, int | float)}
+        wall = r.get("wall_s")
+        here = record.launched_by(r) == "local" and isinstance(wall, int | float)
+        if here and {"runtime_start", "timed"} <= p.keys():
+            p |= {"exit": wall - sum(p.values()), "fixed": wall - p["timed"]}
+        trials.append(p)
+    every = [k for k in trials[0] if all(k in p for p in trials)]
+    return {k: statistics.median(p[k] for p in trials) for k in every}
+
+
 def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
     res = [r["result"] for r in rs]
     steps = min(len(x["loss"]) for x in res) if all("loss" in x for x in res) else 0
@@ -238,6 +274,7 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         settings=list(rs[-1].get("runtime_settings", [])),
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
         load=_load(rs),
+        phases=_phases(rs),
     )
 
 
@@ -267,22 +304,51 @@ def _by_round(rs: list[dict]) -> dict[tuple, float]:
     return {k: math.exp(statistics.fmean(v)) for k, v in logs.items()}
 
 
-def _undisturbed(by_rt: dict[str, list[dict]]) -> tuple[dict, dict]:
-    """The group's trials less those stats.disturbed names (other load slowed them), and
-    per arm the indices of the trials left out, for the report."""
+@dataclass
+class Screened:
+    """A group's trials after the load screen: those kept, and per arm the indices left out
+    (with what showed the outside load) and those kept although slow (no evidence)."""
+
+    kept: dict[str, list[dict]]
+    left: dict[str, list[int]]
+    evidence: dict[str, list[str]]
+    slow: dict[str, list[int]]
+
+
+def screen(by_rt: dict[str, list[dict]]) -> Screened:
+    """Leave a launch out only on evidence that something outside it slowed it.
+
+    A launch is a suspect when it ran far slower than the arm + round fit predicts
+    (stats.disturbed), or, with its record showing outside load, far slower than its arm's
+    median (a round where half the arms were loaded moves the round's term, not the
+    residuals). A suspect is left out only when its record shows the load
+    (hostload.outside_load: CPU used on the machine outside the trial, or steal); a slow
+    launch without that evidence stays in, whatever its arm: a runtime's intermittently
+    slow launch is its cost, and is named as this arm's own."""
     cells = [
-        (rt, r, x)
+        (rt, r, math.log(x))
         for rt, rs in by_rt.items()
         for r, x in zip(rs, rates(rs), strict=True)
-        if isinstance(r.get("repeat"), int) and x > 0
+        if isinstance(r.get("repeat"), int)
     ]
-    flagged = stats.disturbed(
-        [(rt, (r["campaign"], r["repeat"]), math.log(x)) for rt, r, x in cells]
+    flagged = stats.disturbed([(rt, (r["campaign"], r["repeat"]), y) for rt, r, y in cells])
+    logs: dict[str, list[float]] = defaultdict(list)
+    for rt, _, y in cells:
+        logs[rt].append(y)
+    centre = {rt: statistics.median(ys) for rt, ys in logs.items()}
+    why = {id(r): hostload.outside_load(r.get("host_load")) for _, r, _ in cells}
+    suspects = {
+        id(r)
+        for i, (rt, r, y) in enumerate(cells)
+        if i in flagged or (why[id(r)] and y - centre[rt] < -math.log(stats.DISTURBED_SLOWDOWN))
+    }
+    out = {i for i in suspects if why[i]}
+    return Screened(
+        kept={rt: [r for r in rs if id(r) not in out] for rt, rs in by_rt.items()},
+        left={rt: [r["index"] for r in rs if id(r) in out] for rt, rs in by_rt.items()},
+        evidence={rt: [str(why[id(r)]) for r in rs if id(r) in out] for rt, rs in by_rt.items()},
+        slow={rt: [r["index"] for r in rs if id(r) in suspects - out] for rt, rs in by_rt.items()},
     )
-    out = {id(cells[i][1]) for i in flagged}
-    clean = {rt: [r for r in rs if id(r) not in out] for rt, rs in by_rt.items()}
-    left = {rt: [r["index"] for r in rs if id(r) in out] for rt, rs in by_rt.items()}
-    return clean, left
 
 
 def _same_software(arm: Arm, ref: Arm) -> bool:
@@ -301,33 +367,67 @@ def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
     return False
 
 
-def _compare(
-    arm: Arm, ref: Arm, rs: list[dict], ref_rs: list[dict], each: float, target: float | None
+def _ratio(
+    arm: Arm,
+    ref: Arm,
+    rs: list[dict],
+    ref_rs: list[dict],
+    each: float,
+    paired: Callable[[list[tuple[float, float]], float], stats.Interval] = stats.paired_ratio,
 ) -> None:
     """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when any
-    round has both (too few rounds then reads "too few trials"), else unpaired; its
-    verdict and precision."""
-    arm.against = ref.runtime
+    round has both (too few rounds then reads "too few trials"), else unpaired."""
     mine, theirs = _by_round(rs), _by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
     if pairs:  # a round-interleaved campaign: too few rounds is "too few", not unpaired
         launches = len(ref_rs) / max(len(theirs), 1)
         times = f", {ref.runtime} x{launches:.2g} a round" if launches > 1.05 else ""
-        arm.ratio = stats.paired_ratio(pairs, each)
+        arm.ratio = paired(pairs, each)
         arm.method = f"paired ({len(pairs)} rounds{times})"
     else:
         arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
-    arm.half_width = stats.half_width(arm.ratio)
+
+
+def _compare(
+    arm: Arm,
+    ref: Arm,
+    kept: tuple[list[dict], list[dict]],
+    every: tuple[list[dict], list[dict]],
+    each: float,
+    target: float | None,
+) -> None:
+    """The ratio on the launches kept (the geometric mean of the per-round ratios: an
+    intermittent cost counts in full), and where some were left out also on every launch
+    (ratio_all); the verdict and the precision are those that hold under both."""
+    arm.against = ref.runtime
+    if len(every[0]) + len(every[1]) > len(kept[0]) + len(kept[1]):
+        # the launches put back are ones the record shows another job slowed (2-7x): the
+        # check asks whether the verdict survives without trusting the screen, so it takes
+        # the centre those few wild rounds do not move
+        _ratio(arm, ref, *every, each, stats.robust_paired_ratio)
+        arm.ratio_all = arm.ratio
+    _ratio(arm, ref, *kept, each)
+    both = [iv for iv in (arm.ratio, arm.ratio_all) if iv is not None]
+    arm.half_width = max(stats.half_width(iv) for iv in both)
     arm.detectable = stats.detectable(arm.ratio)
-    if arm.ratio.short:
-        arm.verdict = f"too few trials (need {stats.min_n(each)})"
+    if any(iv.short for iv in both):
+        robust = arm.ratio_all is not None and arm.ratio_all.short
+        need = stats.min_n(each) if robust or not arm.method.startswith("paired") else 0
+        arm.verdict = f"too few trials (need {max(need, stats.MIN_ROUNDS)})"
     else:
-        better = benches.metric(rs[0]["bench"], rs[0]["result"]).higher_is_better
-        arm.verdict = stats.verdict(arm.ratio, higher_is_faster=better)
+        better = benches.metric(kept[0][0]["bench"], kept[0][0]["result"]).higher_is_better
+        hull = stats.Interval(
+            arm.ratio.value,
+            min(iv.low for iv in both),
+            max(iv.high for iv in both),
+            min(iv.coverage for iv in both),
+            arm.ratio.wanted,
+        )
+        arm.verdict = stats.verdict(hull, higher_is_faster=better)
     if not _same_software(arm, ref):
         arm.verdict += " (MISMATCHED SOFTWARE)"
     if target is not None:
-        reached = arm.half_width <= target and not arm.ratio.short
+        reached = arm.half_width <= target and not any(iv.short for iv in both)
         arm.precision = "reached" if reached else "not reached"
 
 
@@ -405,7 +505,7 @@ def analyse(
             note = f"{out_dir / store.FILE}: {again} record(s) identical to ones already read"
             print(f"kit: warning: {note} (skipped)", file=sys.stderr)
             skipped.append(note)
-    return summarise(
+    a = summarise(
         records,
         ", ".join(str(d) for d in out_dirs),
         confidence,
@@ -414,6 +514,22 @@ def analyse(
         skipped,
         baseline,
     )
+    for note in a.left_out:
+        print(f"kit: warning: {note} (left out of the analysis)", file=sys.stderr)
+    return a
+
+
+def _figured(ok: list[dict]) -> tuple[list[dict], list[str]]:
+    """The ok trials whose figures can be compared, and why each other one cannot: the
+    analysis takes logs, and a record kit's own reading did not check (a hand edit, an
+    older kit's) may hold 0 or less."""
+    kept, notes = [], []
+    for r in ok:
+        if why := benches.figure_problem(r["bench"], r["result"]):
+            notes.append(f"trial {r['index']} of campaign {r['campaign']} ({r['runtime']}): {why}")
+        else:
+            kept.append(r)
+    return kept, notes
 
 
 def summarise(
@@ -429,7 +545,7 @@ def summarise(
     comparisons are precise enough), each arm compared with `baseline` (an arm's name,
     or "all": native first, then every other pair)."""
     measured = [r for r in records if not r["warmup"]]
-    ok = [r for r in measured if r["status"] == "ok"]
+    ok, left_out = _figured([r for r in measured if r["status"] == "ok"])
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
@@ -447,20 +563,22 @@ def summarise(
             f"{', '.join(sorted(arms_seen))}); choose one of them, or 'all' for every pair"
         )
     groups = []
-    clean, left = {}, {}
-    for key, by_rt in by_key.items():
-        clean[key], left[key] = _undisturbed(by_rt)
+    screened = {key: screen(by_rt) for key, by_rt in by_key.items()}
     for key, by_rt in sorted(by_key.items(), key=lambda kv: kv[0].order()):
         order = sorted(by_rt, key=lambda n: (n != ref, n))
         arms = [_arm(rt, by_rt[rt], confidence) for rt in order]
+        sc = screened[key]
         for arm in arms:
-            arm.disturbed = left[key][arm.runtime]
-        groups.append(Group(key, arms, variance(clean[key])))
+            rt = arm.runtime
+            arm.disturbed, arm.evidence, arm.slow = sc.left[rt], sc.evidence[rt], sc.slow[rt]
+        groups.append(Group(key, arms, variance(sc.kept)))
     family = _family(groups, ref, baseline == ALL_PAIRS, allow_mismatch)
     each = stats.family_confidence(confidence, len(family))
     for g, arm, base in family:
-        by_rt = clean[g.key]
-        _compare(arm, base, by_rt[arm.runtime], by_rt[base.runtime], each, target)
+        kept, every = screened[g.key].kept, by_key[g.key]
+        pair = (arm.runtime, base.runtime)
+        _compare(arm, base, tuple(kept[x] for x in pair), tuple(every[x] for x in pair),
+                 each, target)  # fmt: skip
 
     oom: dict[tuple, int] = Counter(
         tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"
@@ -468,6 +586,7 @@ def summarise(
     return Analysis(
         out_dir=label,
         started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
+        minutes=record.campaign_minutes(records),
         hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
         images={r["image"]: _provenance(r) for r in records},
         crowded=[c for r in ok if (c := _crowded(r))],
@@ -492,8 +611,12 @@ def summarise(
         each_confidence=each,
         precision_target=target,
         skipped=skipped or [],
+        left_out=left_out,
         baseline=ref,
         metrics={r["bench"]: benches.metric(r["bench"], r["result"]) for r in ok},
+        projection=precision.project(
+            [(arm.ratio, arm.method) for _, arm, _ in family if arm.ratio], measured
+        ),
     )
 
 

@@ -4,15 +4,20 @@ Each record is written with one O_APPEND write and fsync'd before the next
 trial starts, so a campaign killed at any point keeps every finished trial. A
 kill or a full disk can leave the last line cut short; the next append ends
 that line first, so a new record never merges into the fragment. The reader
-names every line it cannot use (`file:line: why`) and goes on with the rest. The
-campaign's settings (SPEC_FILE) live beside its trials, so --resume runs exactly the
-trials that have not finished.
+names every line it cannot use (`file:line: why`) and goes on with the rest. Every
+value is JSON: a record holding NaN or an infinity (which Python's json writes and
+reads, and other tools do not) is filed with those values null, the fields named in
+its cause, and a line holding one (a hand edit) is not read. The campaign's settings
+(SPEC_FILE) live beside its trials, so --resume runs exactly the trials that have not
+finished.
 """
 
 import contextlib
 import fcntl
 import json
+import math
 import os
+import re
 import socket
 import sys
 import uuid
@@ -21,12 +26,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kit.core import benches
+from kit.core import benches, inputs
 from kit.core.errors import KitError
-from kit.core.paths import write_atomically
+from kit.core.paths import make_dir, write_atomically
 from kit.results.record import READ_FIELDS, READABLE
 
 FILE = "trials.jsonl"
+TRIALS_LIMIT = 1 << 30  # 1 GiB: 100,000 trials (request.MAX_TRIALS) of 10 KB each
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
 LOGS = "logs"  # the whole output of each trial that did not end ok, one file a trial
@@ -64,28 +70,58 @@ def shape_problem(record: object) -> str | None:
     return None
 
 
-def writable(out_dir: Path) -> None:
-    """Raise a KitError now, before any trial runs, if records could not be written."""
+def writable(out_dir: Path, dry_run: bool = False) -> None:
+    """Raise a KitError now, before any trial runs, if records could not be written (with
+    dry_run, the same error found without making the folder or the file)."""
     path = out_dir / FILE
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise KitError(f"--out '{out_dir}' is a file; choose a directory") from None
-    except OSError as e:
-        raise KitError(f"cannot make --out '{out_dir}': {e.strerror}; choose another") from None
+    make_dir(out_dir, "--out", dry_run)
     if path.exists() and not path.is_file():
         raise KitError(f"'{path}' is not a regular file; move it away or choose another --out")
+    if dry_run:
+        there = path if path.exists() else out_dir
+        if out_dir.is_dir() and not os.access(there, os.W_OK, effective_ids=True):
+            raise KitError(f"cannot write '{path}': Permission denied; choose another --out")
+        return
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     except OSError as e:
         raise KitError(f"cannot write '{path}': {e.strerror}; choose another --out") from None
 
 
-def append(out_dir: Path, record: dict) -> None:
+def _finite(value: object, at: str, bad: list[str]) -> object:
+    """value with each float JSON has no number for (NaN, an infinity) made None, and its
+    field's path (result.loss[3]) added to bad."""
+    if isinstance(value, float) and not math.isfinite(value):
+        bad.append(at)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{at}.{k}" if at else str(k), bad) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, f"{at}[{i}]", bad) for i, v in enumerate(value)]
+    return value
+
+
+def _fileable(record: dict) -> dict:
+    """The record as it can be filed: any NaN or infinity made null, the fields named in its
+    cause, and a trial that said ok filed failed (its figures are not all numbers)."""
+    bad: list[str] = []
+    safe = _finite(record, "", bad)
+    if not bad:
+        return record
+    said = f"not a JSON number (filed as null): {', '.join(bad[:5])}"
+    said += f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    status = "failed" if record.get("status") == "ok" else record.get("status")
+    cause = "; ".join(x for x in (record.get("cause"), said) if x)
+    return {**safe, "status": status, "cause": cause}
+
+
+def append(out_dir: Path, record: dict) -> dict:
     """Append one record durably, or none of it (a write that fails is cut back off, and
-    the record printed). If the file ends in a cut line, end it first."""
+    the record printed); the record as filed (_fileable). If the file ends in a cut line,
+    end it first."""
     writable(out_dir)
-    line = (json.dumps(record, sort_keys=True) + "\n").encode()
+    record = _fileable(record)
+    line = (json.dumps(record, sort_keys=True, allow_nan=False) + "\n").encode()
     path = out_dir / FILE
     fd = os.open(path, os.O_RDWR | os.O_APPEND)
     size = os.fstat(fd).st_size
@@ -106,6 +142,7 @@ def append(out_dir: Path, record: dict) -> None:
         ) from None
     finally:
         os.close(fd)
+    return record
 
 
 def save_log(out_dir: Path, name: str, text: str) -> str:
@@ -121,6 +158,10 @@ def save_log(out_dir: Path, name: str, text: str) -> str:
     return str(path.relative_to(out_dir))
 
 
+# What may spell a float JSON has no number for: NaN, Infinity, an exponent past 1e308
+NOT_A_NUMBER = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}")
+
+
 def read(path: Path) -> Loaded:
     """Every usable record of one trials file, and a `file:line: why` for each other line."""
     out = Loaded()
@@ -130,9 +171,9 @@ def read(path: Path) -> Loaded:
         out.problems.append(f"{path}: not a regular file (no records read)")
         return out
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        out.problems.append(f"{path}: cannot be read: {e.strerror}")
+        data = inputs.read_bytes(path, str(path), "no records read", TRIALS_LIMIT)
+    except inputs.Unreadable as e:
+        out.problems.append(str(e))
         return out
     lines = data.split(b"\n")
     for n, raw in enumerate(lines, 1):
@@ -150,7 +191,11 @@ def read(path: Path) -> Loaded:
             why = "cut short (an interrupted write)" if last else "not a JSON line"
             out.problems.append(f"{path}:{n}: {why}")
             continue
-        problem = shape_problem(record)
+        bad: list[str] = []
+        if NOT_A_NUMBER.search(text):  # only then worth a walk through the record
+            _finite(record, "", bad)
+        problem = bad and f"field '{bad[0]}' holds NaN or an infinity, not a JSON number"
+        problem = problem or shape_problem(record)
         if problem:
             out.problems.append(f"{path}:{n}: {problem}")
         else:
@@ -179,14 +224,11 @@ def held(out_dir: Path) -> Iterator[None]:
     except OSError as e:
         raise KitError(f"cannot lock '{path}': {e.strerror}; choose another --out") from None
     try:
-        note = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        note = _note(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise KitError(
-                f"{out_dir} is in use by another kit run ({note or 'holder unknown'}); wait "
-                "for it to end, or choose another --out"
-            ) from None
+            raise _in_use(out_dir, note) from None
         if note:
             print(
                 f"kit: taking over {out_dir} from a kit run that is no longer running ({note})",
@@ -206,6 +248,52 @@ def held(out_dir: Path) -> Iterator[None]:
 
 def _command() -> str:
     return " ".join(["kit", *sys.argv[1:]])[:300]
+
+
+def _note(fd: int) -> str:
+    """Who holds the folder, as its holder wrote it in the lock file."""
+    return os.pread(fd, 4096, 0).decode(errors="replace").strip()
+
+
+def _in_use(out_dir: Path, note: str) -> KitError:
+    return KitError(
+        f"{out_dir} is in use by another kit run ({note or 'holder unknown'}); wait for it "
+        "to end, or choose another --out"
+    )
+
+
+def check_out(out_dir: Path) -> None:
+    """What held() would refuse, found without making the folder or taking its lock (the
+    dry run's): a folder that cannot be made or written, one another kit run holds. The
+    holder is seen in the kernel's list of locks (/proc/locks), which only a run that
+    holds its flock is in; a dead run's note is left behind but its lock is not."""
+    writable(out_dir, dry_run=True)
+    path = out_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file: no run has held the folder (or it cannot be read)
+    try:
+        note, inode = _note(fd), os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
+    if note and _flocked(inode):
+        raise _in_use(out_dir, note)
+
+
+LOCKS = Path("/proc/locks")  # the kernel's list of the locks held now (Linux)
+
+
+def _flocked(inode: int) -> bool:
+    """Whether a process holds a flock on a file with this inode now: a line of LOCKS
+    `1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (a waiter's has `->` after `1:`).
+    Without LOCKS it is not known, so no."""
+    try:
+        listed = inputs.read_text(LOCKS, str(LOCKS), "", inputs.JSON_LIMIT)
+    except KitError:
+        return False
+    held = [line.split() for line in listed.splitlines()]
+    return any(f[1:2] == ["FLOCK"] and f[5].endswith(f":{inode}") for f in held if len(f) > 5)
 
 
 FINISHED = ("ok", "failed", "oom")  # a timeout, an interrupted or a lost trial runs again
@@ -261,13 +349,9 @@ def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int
 
 def _saved_spec(path: Path) -> dict:
     """The settings a campaign saved, or a KitError naming what is wrong with the file."""
-    try:
-        saved = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise KitError(
-            f"{path} cannot be read as a campaign ({e.__class__.__name__}); "
-            "start a new campaign with another --out"
-        ) from None
+    saved = inputs.read_json(
+        path, f"{path} cannot be read as a campaign", "start a new campaign with another --out"
+    )
     if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
         raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
     return saved
@@ -300,12 +384,10 @@ def save_preset(out_dir: Path, preset: dict) -> None:
 
 def saved_preset(out_dir: Path) -> dict | None:
     """What a preset saved in its results folder (None: a plain campaign's folder)."""
-    try:
-        raw = json.loads((out_dir / PRESET_FILE).read_text())
-    except OSError:
+    path = out_dir / PRESET_FILE
+    if not path.is_file():
         return None
-    except ValueError:
-        raise KitError(f"{out_dir / PRESET_FILE} is not JSON; run the preset again") from None
+    raw = inputs.read_json(path, str(path), "run the preset again")
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise KitError(f"{out_dir / PRESET_FILE} names no preset; run the preset again")
     return raw

@@ -15,7 +15,7 @@ from kit.image.recipes import Recipe
 from kit.launch import launchers
 from kit.results import store
 from kit.run import progress, trial
-from kit.run.plan import Design, Options, auto_min_time, stop_reason
+from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import user_env
 
@@ -154,7 +154,16 @@ def execute(
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / store.FILE}", file=sys.stderr)
     t_start, ran, r, own_s, length = time.monotonic(), 0, 0, 0.0, ""
-    while (why := stop_reason(design, records, r)) is None:
+    before_s = sum(x["wall_s"] for x in records)  # a resumed campaign's earlier trials
+
+    def spent() -> float:
+        """The campaign's time so far: its wall time (never less than its trials' own)."""
+        trials_s = sum(x["wall_s"] for x in records) - before_s
+        return before_s + max(time.monotonic() - t_start, trials_s)
+
+    while (why := stop_reason(design, records, r, spent())) is None:
+        if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
+            print(f"campaign {campaign}: {short}", file=sys.stderr)
         if r == design.warmups and context.opts.auto_min_time:
             opts, length = auto_min_time(context.opts, [x for x in records if x["warmup"]])
             context = dataclasses.replace(context, opts=opts)

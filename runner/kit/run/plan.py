@@ -84,15 +84,34 @@ def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
         statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in settled
     )
     fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
-    chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, stats.LAUNCH_SD)) / 2)
+    spread, whence = launch_spread(ok)
+    chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, spread)) / 2)
     args = {
         b: a if benches.is_sweep(b) else [*a, "--min-time", f"{chosen:g}"]
         for b, a in opts.bench_args.items()
     }
     return dataclasses.replace(opts, bench_args=args, auto_min_time=False), (
         f"--min-time auto: {chosen:g} s (a launch's fixed cost {fixed:.1f} s, steps "
-        f"{step_s:.2f} s ±{cv:.0%}, launch spread {stats.LAUNCH_SD:.0%} assumed)"
+        f"{step_s:.2f} s ±{cv:.0%}, launch spread {spread:.0%} {whence})"
     )
+
+
+def launch_spread(trials: list[dict]) -> tuple[float, str]:
+    """How far apart launches run here, from the warm-up trials' own figures: the pooled SD
+    of their log rates about each round's mean (every arm launched once a round; arms that
+    truly differ only make it larger, which asks for shorter trials and more launches).
+    With fewer than two degrees of freedom, stats.LAUNCH_SD, said to be assumed."""
+    by_round: dict[object, list[float]] = {}
+    for r in trials:
+        x = r["result"].get(benches.metric(r["bench"], r["result"]).key)
+        if isinstance(x, int | float) and math.isfinite(x) and x > 0:
+            by_round.setdefault(r.get("repeat"), []).append(math.log(x))
+    squares = sum((y - statistics.fmean(ys)) ** 2 for ys in by_round.values() for y in ys)
+    df = sum(len(ys) - 1 for ys in by_round.values())
+    if df < 2:
+        return stats.LAUNCH_SD, "assumed"
+    sd = min(max(math.sqrt(squares / df), 0.01), 0.5)
+    return sd, f"measured over {df + len(by_round)} warm-up launches"
 
 
 BASELINE = analysis.REFERENCE  # the arm every other is compared with, launched more often
@@ -159,30 +178,73 @@ class Design:
         return [p for r in range(self.warmups + self.repeats) for p in self.round(r)]
 
 
-def stop_reason(design: Design, records: list[dict], rounds_done: int) -> str | None:
-    """Why a precision-targeted campaign stops after this round, or None to go on. Looks
-    only at the intervals' widths (stats.precise), never at their verdicts."""
+def stop_reason(
+    design: Design, records: list[dict], rounds_done: int, spent_s: float
+) -> str | None:
+    """Why a campaign stops after this round, or None to go on. A fixed design stops after
+    its rounds. A precision-targeted one stops when every interval is within the target
+    (stats.precise: widths only, never verdicts) once its first rounds are done, and, before
+    anything else, when another round would not fit in its budget (`spent_s`: the
+    campaign's wall time so far, set-up included): the budget is a promise, kept even
+    where the first rounds are not all done."""
     t = design.target
+    if t is not None and rounds_done > 0:
+        per_round = spent_s / rounds_done
+        if spent_s + per_round > t.budget_s:
+            a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+            return (
+                f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
+                f"±{t.precision:.1%} not reached ({_widths(a) or 'no comparison yet'})"
+            )
     if rounds_done < design.warmups + design.repeats:
         return None
     if t is None:
         return ""
     a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    ratios = [arm.ratio for _, arm in _compared(a)]
+    if ratios and stats.precise(ratios, t.precision):
+        return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({_widths(a)})"
+    return None
+
+
+def comparisons(design: Design) -> int:
+    """How many comparisons a report of this design holds together (its family)."""
+    arms = len(design.runtimes)
+    all_pairs = design.target is not None and design.target.baseline == analysis.ALL_PAIRS
+    per_config = arms * (arms - 1) // 2 if all_pairs else arms - 1
+    return max(1, per_config * len(design.configs))
+
+
+def short_budget(design: Design, spent_s: float, rounds_done: int) -> str:
+    """After the first round(s), before the first measured trial: whether the budget buys
+    the rounds a comparison's interval needs (stats.MIN_ROUNDS), and if not, the budget
+    that would ("" when it does, or with no budget)."""
+    t = design.target
+    if t is None or rounds_done <= 0:
+        return ""
+    per_round = spent_s / rounds_done
+    need = stats.MIN_ROUNDS
+    buys = int((t.budget_s - spent_s) // per_round) if per_round > 0 else need
+    if buys >= need:
+        return ""
+    enough = spent_s + (need + 1) * per_round
+    return (
+        f"the budget {units.minutes(t.budget_s)} buys about {max(buys, 0)} rounds at "
+        f"{per_round:.0f} s a round; an interval at {t.confidence:.0%} for all "
+        f"{comparisons(design)} comparisons needs at least {need}: --budget "
+        f"{math.ceil(enough / 60)}m would buy them (shorter intervals are marked †)"
+    )
+
+
+def _compared(a: analysis.Analysis) -> list[tuple[str, analysis.Arm]]:
+    """Every comparison of the analysis that has a ratio, by name."""
     compared = [(arm.runtime, arm) for g in a.groups for arm in g.arms]
     compared += [(f"{arm.runtime}/{arm.against}", arm) for g in a.groups for arm in g.pairs]
-    compared = [(name, arm) for name, arm in compared if arm.ratio is not None]
-    ratios = [arm.ratio for _, arm in compared]
-    widths = ", ".join(f"{name} ±{arm.half_width:.1%}" for name, arm in compared)
-    if ratios and stats.precise(ratios, t.precision):
-        return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({widths})"
-    spent = sum(r["wall_s"] for r in records)
-    per_round = spent / max(rounds_done, 1)
-    if spent + per_round > t.budget_s:
-        return (
-            f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
-            f"±{t.precision:.1%} not reached ({widths or 'no comparison yet'})"
-        )
-    return None
+    return [(name, arm) for name, arm in compared if arm.ratio is not None]
+
+
+def _widths(a: analysis.Analysis) -> str:
+    return ", ".join(f"{name} ±{arm.half_width:.1%}" for name, arm in _compared(a))
 
 
 def _what(c: Config) -> str:

@@ -100,13 +100,13 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
     c, opts = p.config, ctx.opts
     name = f"kit-{ctx.campaign}-{i}"
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    before = hostload.sample()
+    load1 = hostload.loadavg()
     job = trial_job(rt, prep, c, opts, ctx.mpirun, name, ctx.launcher.launch_time(time.time()))
     env = {**ctx.env, **rt.client_settings(), **rt.env, **dict(prep.env)}
     launched = ctx.launcher.run(rt, prep, job, env, opts.timeout, title(ctx.recipe, rt, job, c))
     outcome = launched.outcome
-    own = ctx.launcher.owns_ranks(rt)
-    host_load = hostload.during(before, hostload.sample(), outcome.wall_s, own=own)
+    # ranks on other hosts: this host's load is no evidence about theirs (hostload.during)
+    host_load = hostload.during(load1, outcome.window, ranks_here=not ctx.launcher.elsewhere)
     ended = status(outcome, rt.service_lost)
     result = outcome.result
     if job.watch_mpi and result is not None:  # what its ranks really loaded
@@ -155,8 +155,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         log=log,
         stuck=list(outcome.stuck),
     ).to_json()
-    store.append(ctx.out_dir, filed)
-    return filed
+    return store.append(ctx.out_dir, filed)
 
 
 def trial_job(
@@ -166,7 +165,7 @@ def trial_job(
     extra = opts.runtime_args.get(rt.arm, [])
     if cmd := opts.command:  # a user's command: theirs natively, the image's otherwise
         argv = cmd.native_argv if rt.runs == "host" else cmd.argv
-        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.read, watch_mpi=c.ranks > 1)
+        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.reader, watch_mpi=c.ranks > 1)
     real = c.data == "real" and opts.data_dir
     data = rt.data_path(opts.data_dir) if real else ""
     argv = program(prep.python, prep.bench_dir, c, opts, data, launch)

@@ -20,6 +20,7 @@ from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
+    from kit.launch.process import Reader
 
 __all__ = ["Job", "Prepared", "Runtime", "in_image"]
 
@@ -65,9 +66,9 @@ class Job:
     name: str  # unique per trial: container names and clean-up markers use it
     extra: list[str] = field(default_factory=list)  # user pass-through options
     binds: tuple[str, ...] = ()  # host folders the program reads, at the same path inside
-    # how the result is read from the job's output (None: the kit benchmark's JSON line);
-    # a str it returns says why there is none
-    read: Callable[[str], dict | str | None] | None = None
+    # makes the reader of one trial's output (None: the kit benchmark's JSON line); a str
+    # its result() returns says why there is none
+    read: Callable[[], "Reader"] | None = None
     watch_mpi: bool = False  # record which MPI library files its ranks map (they do not say)
 
 
@@ -161,7 +162,6 @@ class Runtime:
     version_argv: tuple[str, ...] = ("--version",)  # tool options that print its version
     settings: tuple[str, ...] = ()  # fair defaults it applies, shown in the report
     env: dict[str, str] = {}  # noqa: RUF012  (read-only) extra environment for its trials
-    in_tree = True  # its ranks are descendants of the launcher (Docker's run in the engine)
     ranks_inside = False  # ranks started inside one container by the image's own mpirun
     host_list = False  # runs under --hosts: ranks started on each host from what kit checks
     pmi_port = False  # under --hosts its ranks reach MPICH's launcher over TCP (no fd inherited)
@@ -172,13 +172,19 @@ class Runtime:
     service_lost: tuple[str, ...] = ()  # what its client says when that service is gone
     gpu = Access()  # how it passes the host's GPUs in (a cuda variant's trials)
 
+    @classmethod
+    def client(cls) -> str:
+        """The command kit calls on this host for this runtime: its tool, as PATH finds it,
+        unless the runtime picks its client itself (Docker's); `kit doctor` checks this one."""
+        return cls.tool
+
     def check(self) -> None:
         """Raise a KitError naming the fix when this runtime cannot run here."""
-        if shutil.which(self.tool) is None:
-            raise KitError(f"runtime '{self.name}' needs '{self.tool}' on PATH; {self.fix}")
+        if shutil.which(self.client()) is None:
+            raise KitError(f"runtime '{self.name}' needs '{self.client()}' on PATH; {self.fix}")
 
     def version(self) -> str:
-        return tool_version([self.tool, *self.version_argv])
+        return tool_version([self.client(), *self.version_argv])
 
     def client_settings(self) -> dict[str, str]:
         """The host's settings of its client (e.g. DOCKER_HOST), for the client that starts

@@ -34,7 +34,6 @@ class Docker(Runtime):
     needs = ("engine", "base")
     tool = "docker"
     fix = "install docker.io and start dockerd (as root: ci/provision)"
-    in_tree = False
     ranks_inside = True
     host_list = True  # where each host runs its own engine: one container per rank there
     pmi_port = True
@@ -61,6 +60,12 @@ class Docker(Runtime):
         "under --hosts, each host's own engine, one container per rank: --pid=host (its "
         "ranks on one host share memory as native ones do) and " + base.UCX_SHM_NOTE,
     )
+
+    @classmethod
+    def client(cls) -> str:
+        """The client the engine check, conversions and trials all use (engine.docker:
+        KIT_DOCKER, else the first on PATH that builds with BuildKit), not PATH's first."""
+        return engine.docker()
 
     def check(self) -> None:
         engine.server_version()

@@ -34,7 +34,6 @@ class Podman(Runtime):
     needs = ("engine",)
     tool = "podman"
     fix = "apt-get install podman catatonit uidmap (as root: ci/provision)"
-    in_tree = False  # conmon, not the launcher, is the container's parent
     ranks_inside = True
     host_list = True  # daemon-less: every host runs its own; one container per rank there
     pmi_port = True

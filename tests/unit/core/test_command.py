@@ -16,24 +16,53 @@ def cmd(reduce="last", require="", higher=True):
 OUT = "epoch 1\nthroughput: 800.0 samples/s\nepoch 2\nthroughput: 812.5 samples/s\n"
 
 
+def read(c: command.Command, output: str) -> dict | str:
+    """What c's reader makes of output, fed a line at a time as a trial's is."""
+    reader = c.reader()
+    for line in output.splitlines():
+        reader.line(line)
+    return reader.result()
+
+
 def test_the_figure_is_the_named_group_reduced_over_every_matching_line():
-    got = cmd().read(OUT)
+    got = read(cmd(), OUT)
     assert got["value"] == 812.5 and got["matches"] == [800.0, 812.5]
     assert got["metric"] == {"key": "value", "name": "throughput", "unit": "samples/s",
                              "higher_is_better": True}  # fmt: skip
-    assert cmd("sum").read(OUT)["value"] == 1612.5
-    assert cmd("mean").read(OUT)["value"] == 806.25
-    assert cmd("first").read(OUT)["value"] == 800.0
+    assert read(cmd("sum"), OUT)["value"] == 1612.5
+    assert read(cmd("mean"), OUT)["value"] == 806.25
+    assert read(cmd("first"), OUT)["value"] == 800.0
 
 
 def test_no_figure_is_a_reason_never_a_number():
-    assert cmd().read("loss 0.3\n") == (
+    assert read(cmd(), "loss 0.3\n") == (
         r"no line of the output matched --metric 'throughput: (?P<throughput>[0-9.]+) samples/s'"
     )
-    assert cmd(require="^done$").read(OUT) == "no line of the output matched --require '^done$'"
-    assert cmd(require="^done$").read(OUT + "done\n")["value"] == 812.5
+    assert read(cmd(require="^done$"), OUT) == "no line of the output matched --require '^done$'"
+    assert read(cmd(require="^done$"), OUT + "done\n")["value"] == 812.5
     odd = command.Command("x", ("x",), (), r"v=(?P<v>\S+)", "", True, "last")
-    assert odd.read("v=1.2.3\n") == "--metric group 'v' matched '1.2.3', not a number"
+    assert read(odd, "v=1.2.3\n") == "--metric group 'v' matched '1.2.3', not a finite number"
+
+
+def test_no_finite_figure_and_too_many_matches_are_reasons(monkeypatch):
+    """float() reads nan, inf and 1e999; an optional group may take no part in a match;
+    a pattern matching every line of an endless output would hold every value."""
+    any_word = command.Command("x", ("x",), (), r"v=(?P<v>\S+)", "", True, "last")
+    for spelled in ("nan", "inf", "-Infinity", "1e999"):
+        said = read(any_word, f"v=1.0\nv={spelled}\n")
+        assert said == f"--metric group 'v' matched '{spelled}', not a finite number"
+    lax = command.Command("x", ("x",), (), r"(?P<v>[0-9]+)?", "", True, "last")
+    assert (
+        read(lax, "none\n")
+        == "--metric '(?P<v>[0-9]+)?' matched, but its group 'v' took no part: no figure"
+    )
+    assert read(lax, "v 12\n")["value"] == 12.0
+    monkeypatch.setattr(command, "MAX_MATCHES", 3)
+    assert read(cmd(), OUT)["matches"] == [800.0, 812.5]
+    assert read(cmd(), OUT * 2) == (
+        r"--metric 'throughput: (?P<throughput>[0-9.]+) samples/s' matched more than 3 times; "
+        "match only the lines that give the figure (one a rank, or an epoch)"
+    )
 
 
 @pytest.mark.parametrize(

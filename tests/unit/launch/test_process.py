@@ -1,5 +1,6 @@
 """Trials leave nothing behind: real process trees, stopped on timeout and on Ctrl-C."""
 
+import contextlib
 import json
 import os
 import signal
@@ -8,7 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from kit.core import benches
+import pytest
+
+from kit.core import benches, command
 from kit.launch import process
 
 BENCHMARKS = str(Path(__file__).parents[3] / "benchmarks")
@@ -112,7 +115,7 @@ def test_failed_trial_keeps_output_tail_and_all_it_printed():
     assert (out.status, out.exit_code, out.result) == ("failed", 3, None)
     assert out.output_tail.endswith("x\nboom\nsaid") and out.cause == ""
     assert out.output == "== stderr ==\n" + "x\n" * 50 + "boom\n\n== stdout ==\nsaid\n"
-    record = json.dumps({"schema": benches.SCHEMA})
+    record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 1.0})
     ok = python(f"print({record!r})", "t-fine")
     assert (ok.status, ok.output) == ("ok", "")
 
@@ -185,3 +188,153 @@ def test_a_mount_daemon_whose_apptainer_lives_is_left_alone(tmp_path):
     argv = ["sh", "-c", '"$1" 6; true', "sh", str(daemon)]  # its parent waits for it
     out = process.run(argv, dict(os.environ), 60, "kit-test-kept", lambda: None)
     assert out.exit_code == 0 and out.wall_s >= 6
+
+
+ME = os.getpid()  # in the markers: another test run's clean-up never stops this one's trials
+
+
+def figure(metric: str = r"rate: (?P<rate>\S+)"):
+    """What makes a reader of a user's command's figure, as kit run --metric does."""
+    return command.Command("cmd", ("x",), (), command.pattern(metric), "", True, "last").reader
+
+
+def echo(text: str, read=None) -> process.Outcome:
+    """A trial whose command prints one line and exits 0."""
+    return process.run(["echo", text], dict(os.environ), 30, f"t-echo-{ME}", lambda: None, read)
+
+
+MUST = "a figure must be finite and above 0"
+
+
+@pytest.mark.parametrize(
+    ("printed", "why"),
+    [
+        ("rate: 0", f"metric 'rate' read 0: {MUST}"),
+        ("rate: -2.5", f"metric 'rate' read -2.5: {MUST}"),
+        ("rate: nan", "--metric group 'rate' matched 'nan', not a finite number"),
+        ("rate: inf", "--metric group 'rate' matched 'inf', not a finite number"),
+        ("rate: 1e999", "--metric group 'rate' matched '1e999', not a finite number"),
+    ],
+)
+def test_a_commands_figure_not_finite_and_above_0_fails_the_trial_naming_it(printed, why):
+    out = echo(printed, figure())
+    assert (out.status, out.exit_code, out.result, out.cause) == ("failed", 0, None, why)
+    assert echo("rate: 5", figure()).result["value"] == 5.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ('"bench": "torch-cnn", "images_per_sec": 0', f"metric 'images_per_sec' read 0: {MUST}"),
+        ('"bench": "tf-cnn", "images_per_sec": -1.5', f"metric 'images_per_sec' read -1.5: {MUST}"),
+        (
+            '"bench": "torch-cnn", "images_per_sec": NaN',
+            f"metric 'images_per_sec' read nan: {MUST}",
+        ),
+        ('"images_per_sec": Infinity', f"metric 'images_per_sec' read inf: {MUST}"),
+        ('"images_per_sec": 1e999', f"metric 'images_per_sec' read inf: {MUST}"),
+        ('"bench": "torch-cnn"', f"metric 'images_per_sec' read nothing: {MUST}"),
+        (
+            '"bench": "mpi", "allreduce": [{"bytes": 4, "latency_us": 0}]',
+            f"metric 'allreduce latency_us' read 0: {MUST}",
+        ),
+    ],
+)
+def test_a_kit_records_figure_not_finite_and_above_0_fails_the_trial_naming_it(fields, why):
+    """The benchmark's own record is checked where it is read, as a command's figure is:
+    Python's json writes and reads NaN and Infinity, and reads 1e999 as infinity."""
+    out = echo(f'{{"schema": "{benches.SCHEMA}", {fields}}}')
+    assert (out.status, out.result, out.cause) == ("failed", None, why)
+
+
+def test_an_out_of_memory_record_has_no_figure_and_is_no_failure_of_reading():
+    oom = f'{{"schema": "{benches.SCHEMA}", "bench": "torch-cnn", "status": "oom", '
+    out = echo(oom + '"images_per_sec": null}')
+    assert out.status == "ok" and out.result["status"] == "oom"  # trial.status files it oom
+
+
+def test_an_optional_group_that_took_no_part_is_no_figure():
+    out = echo("no number here", figure(r"(?P<rate>[0-9]+)?"))
+    assert (out.status, out.result) == ("failed", None)
+    assert (
+        out.cause
+        == "--metric '(?P<rate>[0-9]+)?' matched, but its group 'rate' took no part: no figure"
+    )
+    assert echo("rate 7", figure(r"(?P<rate>[0-9]+)?")).result["value"] == 7.0
+
+
+def test_endless_output_is_read_as_it_streams_and_kept_bounded(monkeypatch):
+    """`yes rate: 1` for the whole timeout: a timeout (a command that never ended gives no
+    trial's figure), with only the tail of what it printed kept, headed by what was cut."""
+    monkeypatch.setattr(process, "TAIL_BYTES", 4096)
+    out = process.run(
+        ["yes", "rate: 1"], dict(os.environ), 1, f"t-yes-{ME}", lambda: None, figure()
+    )
+    assert (out.status, out.result) == ("timeout", None)
+    head, _, stdout = out.output.partition("\n== stdout ==\n")
+    assert head == "== stderr ==\n"
+    cut, _, kept = stdout.partition(" bytes cut …\n")
+    assert cut.startswith("… ") and int(cut[2:]) > 0 and 0 < len(kept) <= 4096
+    assert set(kept.split("\n")) <= {"rate: 1", "rate: ", "rate:", "rate", "rat", "ra", "r", ""}
+    assert len(out.output_tail) <= process.TAIL_CHARS
+
+
+def test_the_result_is_read_from_all_the_output_the_log_keeps_its_end(monkeypatch):
+    """The record printed first is read though it is long cut from the kept tail; a failed
+    trial's log holds the last TAIL_BYTES of each stream, saying how many bytes came before."""
+    monkeypatch.setattr(process, "TAIL_BYTES", 1000)
+    record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 2.0})
+    ok = python(f"print({record!r}); print('x' * 5000)", f"t-long-ok-{ME}")
+    assert ok.status == "ok" and ok.result["images_per_sec"] == 2.0
+    code = "import sys; sys.stdout.write('x' * 5000 + '\\nlast\\n'); sys.exit(4)"
+    failed = python(code, f"t-long-failed-{ME}")
+    assert failed.status == "failed"
+    tail = "x" * 994 + "\nlast\n"
+    assert failed.output == f"== stderr ==\n\n== stdout ==\n… 4006 bytes cut …\n{tail}"
+
+
+class Lines:
+    """A reader that keeps the lines it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.seen.append(text)
+
+    def result(self) -> None:
+        return None
+
+
+def test_lines_are_whole_however_the_output_arrives(monkeypatch):
+    """A line split over reads is one line; \\r\\n and \\r end lines as Python reads text; a
+    line longer than LINE_BYTES is skipped whole (never read as a shorter one); bytes that
+    are not UTF-8 are replaced; the last line counts without its newline."""
+    monkeypatch.setattr(process, "LINE_BYTES", 8)
+    data = b"a\r\nbb\rcc\n" + b"z" * 20 + b"\n\xffok\nlast"
+    for size in (1, 2, 3, 7, len(data)):
+        reader = Lines()
+        capture = process.Capture(reader)
+        for i in range(0, len(data), size):
+            capture.take(data[i : i + size])
+        capture.end()
+        assert reader.seen == ["a", "bb", "cc", "\ufffdok", "last"], size
+        assert capture.text() == data.decode(errors="replace")
+
+
+def test_a_pipe_held_open_outside_the_tree_does_not_hold_up_the_trial(tmp_path):
+    """A process that left the tree and the marker behind (a new session, an emptied
+    environment, its parent gone) keeps the trial's output pipes open: the trial still
+    ends with its launcher, its output read up to then."""
+    pid = tmp_path / "pid"
+    escape = f"( env -i setsid sleep 60 & echo $! > {pid} ); echo rate: 3"
+    t0 = time.monotonic()
+    try:
+        out = process.run(
+            ["sh", "-c", escape], dict(os.environ), 30, f"t-held-{ME}", lambda: None, figure()
+        )
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGKILL)
+    assert (out.status, out.result["value"]) == ("ok", 3.0)
+    assert time.monotonic() - t0 < 30  # not the 60 s the sleeper holds the pipes for

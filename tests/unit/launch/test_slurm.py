@@ -8,9 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kit import runtimes
+from kit.core import benches
 from kit.core.errors import KitError
 from kit.image import engine
-from kit.launch import slurm, slurm_wait
+from kit.launch import process, slurm, slurm_wait
 from kit.runtimes import Job, Prepared
 
 PROG = [
@@ -146,14 +147,21 @@ def test_site_config(tmp_path):
         ("[slurm]\ntasks_per_node = true", "[slurm] tasks_per_node: must be a int, got a boolean"),
         ('[slurm]\noptions = ["exclusive"]', "[slurm] options: 'exclusive' is not allowed here"),
         ("[slurm", "not valid TOML"),
+        ("[slurm]\nsetup = " + "[" * 100_000, "nested too deeply to be a site file"),
+        (b"[slurm]\npartition = '\xff'", "not UTF-8 text (byte 21); give a TOML file"),
     ],
 )
 def test_site_file_refuses_what_could_break_a_script(tmp_path, text, message):
     f = tmp_path / "site.toml"
-    f.write_text(text + "\n")
+    f.write_bytes(text if isinstance(text, bytes) else text.encode() + b"\n")
     with pytest.raises(KitError) as e:
         slurm.load_site(f)
     assert str(e.value).startswith(f"--slurm-config {f}: ") and message in str(e.value)
+
+
+def test_a_site_file_that_is_a_device_is_read_no_further_than_its_cap():
+    with pytest.raises(KitError, match=r"^--slurm-config /dev/zero: larger than 1 MiB, the most"):
+        slurm.load_site(Path("/dev/zero"))
 
 
 @given(
@@ -204,3 +212,19 @@ def test_the_waited_job_exits_as_sbatch_wait_would(state, code, expected):
 def test_the_wait_checks_often_for_short_jobs_and_rarely_for_long_ones():
     waits = [slurm_wait.interval(t) for t in (0, 3, 20, 600, 36000)]
     assert waits == [0.5, 0.5, 2.0, 5.0, 5.0]
+
+
+def test_a_jobs_output_is_read_bounded_and_its_job_line_kept(tmp_path, monkeypatch):
+    """A job's output file is read as a local trial's stdout is: its record and the
+    script's job line are found however much follows them, and only its tail is kept."""
+    monkeypatch.setattr(process, "TAIL_BYTES", 100)
+    record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 3.0})
+    output = tmp_path / "kit-c-1.out"
+    output.write_text(f"kit-slurm: job 42 nodes n[01-02]\n{record}\n" + "noise\n" * 1000)
+    job = slurm.JobOutput(process.BenchRecord())
+    text = process.read_file(output, job).text()
+    assert (job.job_id, job.nodes) == ("42", "n[01-02]")
+    assert process.read_result(job) == ({"schema": benches.SCHEMA, "images_per_sec": 3.0}, "")
+    cut = len(output.read_bytes()) - 100
+    assert text == f"… {cut} bytes cut …\n" + ("noise\n" * 1000)[-100:]
+    assert process.read_file(tmp_path / "none.out", job).text() == ""

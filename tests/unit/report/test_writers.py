@@ -282,7 +282,8 @@ def paired_campaign(out, rounds, seed=5):
 
 def test_confidence_flag_end_to_end(tmp_path):
     """kit report --confidence: wider intervals at 0.99 on the same trials, and the
-    'too few' marker decided at the level asked for (7 rounds: enough for 95 %, not 99 %)."""
+    'too few' marker decided at the level asked for (7 trials: a median's order-statistic
+    interval is enough for 95 %, not 99 %; a paired ratio needs 3 rounds at any level)."""
     paired_campaign(tmp_path / "ten", 10)
     r95, r99 = (
         analysis.analyse([tmp_path / "ten"], confidence=c).groups[0].arms[1].ratio
@@ -296,7 +297,7 @@ def test_confidence_flag_end_to_end(tmp_path):
     )
     assert "†" not in rows95["native"].split(" | ")[2]
     assert "†" in rows99["native"].split(" | ")[2]  # [min, max] covers only 98.4 %
-    assert "too few trials (need 8)" in rows99["docker"]
+    assert "paired (7 rounds)" in rows99["docker"] and "| slower |" in rows99["docker"]
     assert "paired (7 rounds)" in rows95["docker"] and "| slower |" in rows95["docker"]
 
 
@@ -584,3 +585,62 @@ def test_a_trial_whose_ranks_shared_a_host_is_named():
         "trial 6 (native, torch-cnn, 2 ranks): ranks on n2, where the job was given nodes n[1-2]",
     ]
     assert "## Ranks on fewer hosts than asked\n\n- trial 4 (native" in writers.render(a, "md")
+
+
+def test_what_a_user_typed_stays_in_its_table_cell():
+    """A '|' in a unit (--unit 'img|s') split the Markdown table; a newline (from a record
+    edited by hand: kit run refuses one) added a heading."""
+    table = document.Table(["x | unit median [CI]"], [["1.0 img|s"], ["a\n## injected"]])
+    doc = document.Document("kit report: a\nb", [], [document.Section("s\n# t", [table])],
+                            table, {})  # fmt: skip
+    assert writers.RENDERERS["md"](doc).splitlines() == [
+        "# kit report: a\\nb",
+        "",
+        "## s\\n# t",
+        "",
+        "| x \\| unit median [CI] |",
+        "|---|",
+        "| 1.0 img\\|s |",
+        "| a\\n## injected |",
+    ]
+
+
+def test_a_figure_not_above_0_is_left_out_of_the_analysis_and_said(tmp_path, capsys):
+    """A record kit's reading did not check (a hand edit, an older kit's) whose figure is
+    0 or less is left out with a note the report shows: never a log of it, never nan."""
+    for i in range(6):
+        store.append(tmp_path, record("native", 100.0 + i, index=2 * i))
+        store.append(tmp_path, record("docker", 90.0 + i, index=2 * i + 1))
+    store.append(tmp_path, record("docker", 0.0, index=20))
+    store.append(tmp_path, record("docker", -3.0, index=21))
+    a = analysis.analyse([tmp_path])
+    must = "a figure must be finite and above 0"
+    assert a.left_out == [
+        f"trial 20 of campaign c0 (docker): metric 'images_per_sec' read 0: {must}",
+        f"trial 21 of campaign c0 (docker): metric 'images_per_sec' read -3: {must}",
+    ]
+    assert [arm.n for arm in a.groups[0].arms] == [6, 6] and a.ok == 12
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"kit: warning: {note} (left out of the analysis)" for note in a.left_out]
+    text = writers.render(a, "md")
+    assert "2 ok trials left out: their figure is no number above 0." in text
+    assert "## Trials left out of the analysis" in text and f"read -3: {must}" in text
+    assert "nan" not in text.lower()
+
+
+def test_a_campaign_in_progress_leaves_out_a_commands_figure_of_0():
+    """The stop rule of a --precision campaign summarises the records it holds: a figure
+    of 0 there is left out, not a math domain error."""
+    declared = {"key": "value", "name": "rate", "unit": "", "higher_is_better": True}
+
+    def ran(arm: str, value: float, i: int) -> dict:
+        result = {"schema": "kit.command/1", "bench": "cmd", "metric": declared, "value": value}
+        return record(arm, 0.0, index=i, repeat=i // 2, bench="cmd", model="-", result=result)
+
+    records = [ran("native", 5.0, 0), ran("docker", 4.0, 1), ran("native", 0.0, 2)]
+    records += [ran("docker", 4.5, 3)]
+    a = analysis.summarise(records, "", target=0.05)
+    assert a.left_out == [
+        "trial 2 of campaign c0 (native): metric 'rate' read 0: a figure must be finite and above 0"
+    ]
+    assert {arm.runtime: arm.n for arm in a.groups[0].arms} == {"native": 1, "docker": 2}

@@ -124,10 +124,29 @@ def test_interval_marker_follows_the_confidence_asked_for():
     assert wide.low < narrow.low and narrow.high < wide.high
 
 
-def test_paired_ratio_is_symmetric_and_exact():
+def test_paired_ratio_is_symmetric_and_the_geometric_mean():
     pairs = [(90.0 + i, 100.0 + i) for i in range(10)]
     iv = stats.paired_ratio(pairs)
     back = stats.paired_ratio([(b, a) for a, b in pairs])
     assert iv.value == pytest.approx(1 / back.value)
     assert (iv.low, iv.high) == pytest.approx((1 / back.high, 1 / back.low))
-    assert iv.coverage == pytest.approx(1 - 2 * 25 / 1024)  # Wilcoxon, n = 10: W+ <= 8
+    logs = [math.log(a / b) for a, b in pairs]
+    assert iv.value == pytest.approx(math.exp(statistics.fmean(logs)))
+    half = 2.2621571628 * statistics.stdev(logs) / math.sqrt(10)  # t(0.975, 9)
+    assert (iv.low, iv.high) == pytest.approx(
+        (iv.value * math.exp(-half), iv.value * math.exp(half))
+    )
+    assert iv.coverage == 0.95 and not iv.short
+    assert stats.paired_ratio(pairs[:2]).short  # fewer than MIN_ROUNDS: [min, max]
+    robust = stats.robust_paired_ratio(pairs)
+    assert robust.coverage == pytest.approx(1 - 2 * 25 / 1024)  # Wilcoxon, n = 10: W+ <= 8
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "t"),
+    [(0.975, 1, 12.7062047), (0.975, 2, 4.3026527), (0.995, 5, 4.0321430),
+     (0.975, 9, 2.2621572), (0.999, 30, 3.3851849), (0.5, 7, 0.0)],
+)  # fmt: skip
+def test_t_quantiles_are_exact(p, df, t):
+    assert stats.t_quantile(p, df) == pytest.approx(t, abs=1e-6)
+    assert stats.t_cdf(t, df) == pytest.approx(p, abs=1e-8)

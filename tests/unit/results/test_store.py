@@ -165,6 +165,54 @@ def test_one_run_per_folder_and_a_dead_holders_lock_is_taken_over(tmp_path, caps
     assert capsys.readouterr().err == ""
 
 
+def test_the_dry_run_sees_a_holder_without_taking_the_lock(tmp_path):
+    """check_out (the dry run's) refuses a folder another run holds, as held() does, with
+    the same line, and takes nothing; a dead holder's note alone does not count."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(KitError) as dry:
+            store.check_out(out)
+        with pytest.raises(KitError) as real, store.held(out):
+            pass
+        assert str(dry.value) == str(real.value)
+        assert str(dry.value).startswith(f"{out} is in use by another kit run (pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (out / store.LOCK_FILE).read_text().startswith(f"pid {holder.pid} on ")
+    store.check_out(out)  # the note is left, the lock went with its holder
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: d.write_text("x"), "--out '{d}' is a file; choose a directory"),
+        (lambda d: (d / store.FILE).mkdir(parents=True), "'{d}/trials.jsonl' is not a regular"),
+        (lambda d: d.parent.joinpath("f").write_text(""), None),  # makeable: no error
+    ],
+)
+def test_the_dry_run_refuses_an_unusable_folder_as_the_run_does_making_nothing(
+    tmp_path, setup, message
+):
+    out = tmp_path / "out"
+    setup(out)
+    before = sorted(tmp_path.rglob("*"))
+    if message is None:
+        store.check_out(out)
+    else:
+        with pytest.raises(KitError) as dry:
+            store.check_out(out)
+        with pytest.raises(KitError) as real:
+            store.writable(out)
+        assert str(dry.value) == str(real.value)
+        assert str(dry.value).startswith(message.format(d=out))
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_a_report_reads_each_trial_once(tmp_path, capsys):
     """The same trials in two folders (a copy) or twice in one file count once."""
     a, b = tmp_path / "a", tmp_path / "b"
@@ -210,3 +258,40 @@ def test_a_record_the_disk_cannot_hold_is_cut_back_off_and_printed(tmp_path):
         f"... --out {tmp_path} --resume"
     )
     assert (tmp_path / store.FILE).read_text() == json.dumps(r, sort_keys=True) + "\n"
+
+
+def test_a_record_holding_nan_or_an_infinity_is_filed_with_the_fields_named_never_as_nan(
+    tmp_path,
+):
+    """Python's json writes NaN and Infinity, which are not JSON: such a record is filed
+    failed with null there and the fields named, and the campaign goes on."""
+    r = record("native", 5.0, index=1)
+    r["result"]["loss"] = [0.5, float("nan")]
+    r["host_load"] = {"other_cpu_pct": float("-inf")}
+    filed = store.append(tmp_path, r)
+    assert (filed["status"], filed["result"]["loss"]) == ("failed", [0.5, None])
+    assert filed["cause"] == (
+        "not a JSON number (filed as null): result.loss[1], host_load.other_cpu_pct"
+    )
+    text = (tmp_path / store.FILE).read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == filed
+    timeout = record("native", 0.0, status="timeout", index=2, cause="t") | {"result": None}
+    timeout["wall_s"] = float("inf")
+    assert store.append(tmp_path, timeout)["status"] == "timeout"  # not ok: kept as it ended
+    assert store.read(tmp_path / store.FILE).problems == []
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_hand_edited_nan_or_infinity_is_one_warning_naming_file_and_line(tmp_path, capsys, token):
+    """json.loads reads NaN, Infinity and 1e999 (as an infinity): the store does not."""
+    path = tmp_path / store.FILE
+    for i in range(4):
+        store.append(tmp_path, record("native", 5.0 + i, index=i))
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].replace('"images_per_sec": 7.0', f'"images_per_sec": {token}')
+    path.write_text("\n".join(lines) + "\n")
+    a = analysis.analyse([tmp_path])
+    why = f"{path}:3: field 'result.images_per_sec' holds NaN or an infinity, not a JSON number"
+    assert (a.ok, a.skipped) == (3, [why])
+    assert capsys.readouterr().err == f"kit: warning: {why} (skipped)\n"

@@ -1,7 +1,9 @@
 """The campaign loop driven with a runtime and a launcher that start nothing: rounds in
 their seeded order, warm-up, resume, each way a trial can end, and the precision rule."""
 
+import dataclasses
 import json
+import os
 
 import pytest
 
@@ -9,7 +11,7 @@ from kit import cli
 from kit.core import benches
 from kit.core.errors import RunFailed
 from kit.image import recipes
-from kit.launch import launchers, process
+from kit.launch import hostload, launchers, process
 from kit.results import stats
 from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
@@ -136,6 +138,29 @@ def test_a_precision_target_stops_once_every_interval_is_narrow(tmp_path):
     assert rounds >= 5 and len(records(tmp_path)) == 2 * rounds  # warm-up + repeats at least
 
 
+class Watched(Scripted):
+    """Its trials watched for 4 s, in which the machine was busy 6 CPU-seconds, 5 the
+    trial's own."""
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        launched = super().run(rt, prep, job, env, timeout, title)
+        window = hostload.Window(seconds=4.0, busy_s=6.0, own_s=5.0)
+        return dataclasses.replace(
+            launched, outcome=dataclasses.replace(launched.outcome, window=window)
+        )
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_the_record_says_what_else_used_the_host_its_ranks_ran_on(tmp_path, monkeypatch, elsewhere):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    launcher = Watched()
+    launcher.elsewhere = elsewhere  # Slurm, --hosts: the ranks ran on other machines
+    run(tmp_path, launcher, repeats=1, warmups=0)
+    load = records(tmp_path)[0]["host_load"]
+    other = None if elsewhere else 12.5
+    assert (load["busy_cpu_pct"], load["other_cpu_pct"], load["window_s"]) == (75.0, other, 4.0)
+
+
 class Stepped(Scripted):
     """Every trial 0.5 s steps, 10 % apart, in 9.5 s of wall time: 8 s of fixed cost."""
 
@@ -187,3 +212,24 @@ def test_a_failed_run_exits_1_a_mistake_2(monkeypatch, capsys):
     assert cli.main(["presets"]) == 1
     assert capsys.readouterr().err == "kit: error: no trial of docker (3 failed) succeeded; ...\n"
     assert cli.main(["build", "nope"]) == 2
+
+
+class LossNaN(Scripted):
+    """Its third trial's benchmark says its loss was NaN (Python's json writes it)."""
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        launched = super().run(rt, prep, job, env, timeout, title)
+        if len(self.started) == 3:
+            o = launched.outcome
+            result = {**o.result, "loss": [2.3, float("nan")]}
+            return launchers.Launched(launched.argv, dataclasses.replace(o, result=result))
+        return launched
+
+
+def test_a_result_holding_nan_is_filed_failed_naming_it_and_the_campaign_goes_on(tmp_path):
+    assert run(tmp_path, LossNaN()) == "4 rounds done"
+    assert "NaN" not in (tmp_path / "trials.jsonl").read_text()
+    recs = records(tmp_path)
+    assert [r["status"] for r in recs] == ["ok", "ok", "failed", *["ok"] * 5]
+    assert recs[2]["cause"] == "not a JSON number (filed as null): result.loss[1]"
+    assert recs[2]["result"]["loss"] == [2.3, None]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kit.core import units
 from kit.core.errors import KitError
+from kit.results import stats
 from kit.run import plan
 
 from ..records import record
@@ -31,18 +32,18 @@ def rounds_of(rng, n, spread, ratio=1.0, wall=2.0):
 
 def test_a_fixed_design_stops_after_its_rounds():
     d = design()
-    assert plan.stop_reason(d, [], 6) is None
-    assert plan.stop_reason(d, [], 7) == ""
+    assert plan.stop_reason(d, [], 6, 1e9) is None  # no budget: the time spent is no matter
+    assert plan.stop_reason(d, [], 7, 0) == ""
 
 
 def test_stops_when_every_comparison_is_precise_enough():
     d = design(plan.Target(0.02, 3600))
     tight = rounds_of(random.Random(1), 12, 0.002)
-    why = plan.stop_reason(d, tight, 13)
+    why = plan.stop_reason(d, tight, 13, 26)
     assert why.startswith("precision ±2.0% reached after 13 rounds (docker ±")
     noisy = rounds_of(random.Random(1), 12, 0.10)
-    assert plan.stop_reason(d, noisy, 13) is None  # wide: another round
-    assert plan.stop_reason(d, tight, 6) is None  # fewer than warm-up + repeats
+    assert plan.stop_reason(d, noisy, 13, 26) is None  # wide: another round
+    assert plan.stop_reason(d, tight, 6, 12) is None  # fewer than warm-up + repeats
 
 
 def test_with_every_pair_compared_the_rule_waits_for_the_pairs_too():
@@ -57,25 +58,35 @@ def test_with_every_pair_compared_the_rule_waits_for_the_pairs_too():
     arms = ["native", "docker", "singularity"]
 
     def why(baseline):
-        target = plan.Target(0.0195, 3600, 0.95, baseline)
-        return plan.stop_reason(plan.Design(arms, [CONFIG], 6, 1, 0, target), recs, 13)
+        target = plan.Target(0.017, 3600, 0.95, baseline)
+        return plan.stop_reason(plan.Design(arms, [CONFIG], 6, 1, 0, target), recs, 13, 78)
 
     assert why("native") == (
-        "precision ±1.9% reached after 13 rounds (docker ±1.2%, singularity ±1.9%)"
+        "precision ±1.7% reached after 13 rounds (docker ±1.0%, singularity ±1.6%)"
     )
-    assert why("all") is None  # the same trials: singularity ±2.0 %, the pair ±2.8 %
-    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.0195, 1, 0.95, "all"))
-    assert plan.stop_reason(d, recs, 13).endswith(
-        "(docker ±1.2%, singularity ±2.0%, singularity/docker ±2.8%)"
+    assert why("all") is None  # the same trials: singularity ±1.8 %, the pair ±2.2 %
+    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.017, 1, 0.95, "all"))
+    assert plan.stop_reason(d, recs, 13, 78).endswith(
+        "(docker ±1.1%, singularity ±1.8%, singularity/docker ±2.2%)"
     )
 
 
 def test_stops_when_the_next_round_would_overrun_the_budget():
     d = design(plan.Target(0.02, 100))
-    noisy = rounds_of(random.Random(1), 12, 0.10, wall=4.0)  # 96 s spent, 8 s a round
-    assert plan.stop_reason(d, noisy, 12).startswith(
+    noisy = rounds_of(random.Random(1), 12, 0.10, wall=4.0)
+    assert plan.stop_reason(d, noisy, 12, 91) is None  # 91 s spent, 7.6 s a round: one more
+    assert plan.stop_reason(d, noisy, 12, 93).startswith(  # 7.75 s a round: over 100 s
         "budget 1.67 min spent after 12 rounds, precision ±2.0% not reached (docker ±"
     )
+
+
+def test_the_budget_is_kept_before_the_first_rounds_are_done():
+    """A campaign whose rounds take longer than its budget allows for its first rounds
+    stops within one round of the budget all the same (the first rounds are 7 here)."""
+    d = design(plan.Target(0.02, 100))
+    slow = rounds_of(random.Random(1), 3, 0.10, wall=15.0)
+    assert plan.stop_reason(d, slow, 2, 60) is None  # 30 s a round: 90 s after the next
+    assert plan.stop_reason(d, slow, 3, 90).startswith("budget 1.67 min spent after 3 rounds")
 
 
 def test_rounds_are_seeded_per_round_and_indexed_by_position():
@@ -114,3 +125,33 @@ def test_number_parsers_give_a_value_or_a_kit_error(text):
 def test_a_budget_is_said_as_it_was_given():
     said = [units.minutes(units.duration("--budget", t)) for t in ("90s", "20m", "100", "24h")]
     assert said == ["1.5 min", "20 min", "1.67 min", "1440 min"]
+
+
+def test_launch_spread_is_measured_from_the_warm_up_launches():
+    """Two warm-up rounds of three arms at log rates about each round's mean of -0.1, 0 and
+    +0.1: pooled SD sqrt(4 x 0.01 / 4) = 10 %; one launch a round and arm is 6 launches.
+    With one round of two arms (one degree of freedom) the spread is assumed."""
+    warm = [
+        record(rt, 1000 * math.exp(drift + off), repeat=r, warmup=True)
+        for r, drift in ((-2, 0.3), (-1, -0.2))
+        for rt, off in (("native", -0.1), ("docker", 0.0), ("podman", 0.1))
+    ]
+    spread, whence = plan.launch_spread(warm)
+    assert spread == pytest.approx(0.10) and whence == "measured over 6 warm-up launches"
+    assert plan.launch_spread(warm[:2]) == (0.05, "assumed")
+
+
+def test_a_budget_too_short_for_an_interval_is_said_with_the_budget_that_would():
+    """An interval needs 3 rounds (stats.MIN_ROUNDS); 100 s with a 40 s warm-up round buys
+    1 more: the line says so, and what would buy 3 (40 + 4 x 40 s = 3.3 min)."""
+    arms = ["native", "docker", "podman", "singularity", "charliecloud"]
+    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.02, 100))
+    assert plan.comparisons(d) == 4 and stats.MIN_ROUNDS == 3
+    assert plan.short_budget(d, 40, 1) == (
+        "the budget 1.67 min buys about 1 rounds at 40 s a round; an interval at 95% for all "
+        "4 comparisons needs at least 3: --budget 4m would buy them (shorter intervals are "
+        "marked †)"
+    )
+    roomy = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.02, 600))
+    assert plan.short_budget(roomy, 40, 1) == ""
+    assert plan.short_budget(plan.Design(arms, [CONFIG], 6, 1, 0), 40, 1) == ""

@@ -180,7 +180,7 @@ def test_podman_rootless_with_dockers_settings(prep, monkeypatch):
         "-e", "HOME=/tmp", "-e", "KIT_TRIAL", "--volume=/data/set:/data/set",
         "--cpus=1.5", "IMG", "mpirun", "-np", "2", *PROG,
     ]  # fmt: skip
-    assert (rt.runs, rt.launcher(2), rt.in_tree) == ("docker-archive", "mpirun in container", False)
+    assert (rt.runs, rt.launcher(2)) == ("docker-archive", "mpirun in container")
 
 
 def test_a_trials_client_talks_to_the_engine_kit_prepared_with(monkeypatch):

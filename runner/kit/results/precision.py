@@ -1,0 +1,74 @@
+"""What a narrower interval would cost on this machine, from a campaign's own intervals.
+
+A paired comparison's interval narrows as 1/sqrt(rounds) at a given spread of the
+per-round log ratios, wild rounds included in the proportion this campaign had them:
+one of n rounds whose log half-width is h reaches log(1 + p) in about
+n (h / log(1 + p))^2 rounds, never fewer than an interval needs (stats.MIN_ROUNDS).
+Scaling the campaign's own widths, rather than a spread computed apart from them,
+prices what its launches really cost, its slow ones included.
+The widest comparison decides, since a report's verdicts hold together.
+"""
+
+import itertools
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+
+from kit.results import stats
+
+TARGETS = (0.05, 0.02)  # the precisions a report prices
+
+
+@dataclass(frozen=True)
+class Projection:
+    precision: float  # the half-width priced, e.g. 0.05
+    rounds: int  # rounds it takes at this campaign's spread
+    minutes: float | None  # at this campaign's time a round (None: not measured)
+
+
+def rounds_for(ratio: stats.Interval, rounds: int, precision: float) -> int:
+    """Rounds for a half-width of ±precision, from an interval over `rounds` rounds."""
+    h = math.log1p(stats.half_width(ratio))
+    return max(stats.MIN_ROUNDS, math.ceil(rounds * (h / math.log1p(precision)) ** 2))
+
+
+def round_seconds(records: list[dict]) -> float | None:
+    """The campaign's wall time a round, launches and kit's own time included: the median
+    step between the starts of consecutive rounds (None with fewer than two)."""
+    starts: dict[tuple, datetime] = {}
+    for r in records:
+        if isinstance(r.get("repeat"), int) and isinstance(r.get("started"), str):
+            try:
+                t = datetime.fromisoformat(r["started"])
+            except ValueError:
+                continue
+            key = (r["campaign"], r["repeat"])
+            starts[key] = min(starts.get(key, t), t)
+    keys = sorted(starts)
+    steps = [
+        (starts[b] - starts[a]).total_seconds()
+        for a, b in itertools.pairwise(keys)
+        if a[0] == b[0] and b[1] == a[1] + 1
+    ]
+    steps = [s for s in steps if s > 0]
+    return statistics.median(steps) if steps else None
+
+
+PAIRED = re.compile(r"paired \((\d+) rounds")
+
+
+def project(compared: list[tuple[stats.Interval, str]], records: list[dict]) -> list[Projection]:
+    """Rounds and minutes each of TARGETS takes for every paired comparison at once (the
+    widest decides), from the campaign's intervals (with how each was formed) and its time
+    a round; nothing before three rounds or where an interval is short of rounds."""
+    paired = [(iv, int(m[1])) for iv, how in compared if (m := PAIRED.match(how))]
+    if not paired or any(iv.short or n < 3 for iv, n in paired):
+        return []
+    per_round = round_seconds(records)
+    out = []
+    for p in TARGETS:
+        n = max(rounds_for(iv, rounds, p) for iv, rounds in paired)
+        out.append(Projection(p, n, n * per_round / 60 if per_round else None))
+    return out

@@ -1,0 +1,234 @@
+"""The report's verdicts hold together, at the report's own settings, where a runtime is
+the one to blame: simulated campaigns through the real loop (campaign.execute, its
+records, the analysis) of native and four containers (four comparisons, Bonferroni, 95 %
+for all four), at the demo's 10 and 20 rounds, where one container is slower in 30 % of
+its launches (a cold page cache, a slow start), one is five times noisier, launches are
+skewed, the noise is real (resampled from the shipped campaigns), or another job loads
+the machine and the trials record it.
+
+The truth of a comparison is the geometric mean of its arm's throughput over native's:
+an intermittent cost counts at its full share. Family-wise coverage is the share of
+campaigns whose four intervals all hold their truths. KIT_SIM_RUNS=2000 runs the same
+code for docs/statistics.md's table (pytest -s prints its rows).
+"""
+
+import contextlib
+import io
+import math
+import os
+import random
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core import benches
+from kit.image import recipes
+from kit.launch import launchers, process
+from kit.results import analysis, stats, store
+from kit.run import campaign, plan, trial
+
+from ..run.test_campaign_run import Fake
+from .test_coverage import RESIDUALS, folders  # noqa: F401 (a fixture)
+
+RUNS = int(os.environ.get("KIT_SIM_RUNS", "60"))
+ARMS = ["native", "docker", "podman", "singularity", "charliecloud"]
+CONFIG = plan.Config("torch-cnn", "resnet50", 4, 1)
+LAUNCH_SD = 0.04
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Each launch's log figure: the arm's noise, its intermittent slowness (chance, factor)
+    on the arm that has it, and rounds another job loads (chance), with that load in the
+    loaded launches' records."""
+
+    noise: Callable[[random.Random, str], float]
+    slow_arm: str = ""
+    slow_chance: float = 0.0
+    slow_factor: float = 1.0
+    load_chance: float = 0.0
+
+    def truth(self, arm: str) -> float:
+        """The geometric mean of the arm's throughput over native's."""
+        if arm != self.slow_arm:
+            return 1.0
+        return math.exp(-self.slow_chance * math.log(self.slow_factor))
+
+
+def normal(sd: float = LAUNCH_SD) -> Callable[[random.Random, str], float]:
+    return lambda rng, arm: rng.gauss(0, sd)
+
+
+def noisier(rng: random.Random, arm: str) -> float:
+    return rng.gauss(0, 5 * LAUNCH_SD if arm == "podman" else LAUNCH_SD)
+
+
+SCENARIOS = {
+    "real launches": Scenario(lambda rng, arm: rng.choice(RESIDUALS)),
+    "normal 4 %": Scenario(normal()),
+    "docker 1.35x slower in 30 % of launches": Scenario(normal(), "docker", 0.3, 1.35),
+    "docker 1.5x slower in 30 % of launches": Scenario(normal(), "docker", 0.3, 1.5),
+    "docker 2x slower in 30 % of launches": Scenario(normal(), "docker", 0.3, 2.0),
+    "podman 5x noisier": Scenario(noisier),
+    "skewed (slow tail)": Scenario(lambda rng, arm: 0.04 - rng.expovariate(25)),
+    "outside load, recorded": Scenario(normal(), load_chance=0.15),
+}
+
+
+class Launches(launchers.Launcher):
+    """Ends every trial ok at a figure drawn from a scenario, and remembers whether another
+    job loaded it (the trial's host record then says so)."""
+
+    name = "scripted"
+
+    def __init__(self, scenario: Scenario, seed: int, per_round: int) -> None:
+        self.s, self.rng, self.per_round = scenario, random.Random(seed), per_round
+        self.loaded_rounds: dict[int, bool] = {}
+        self.drift, self.loaded = 0.0, False
+
+    def mpi_version(self, mpirun: str) -> str:
+        return "fake MPI"
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        r = int(job.name.rsplit("-", 1)[1]) // self.per_round
+        if r not in self.loaded_rounds:
+            self.drift += self.rng.gauss(0, 0.01)
+            self.loaded_rounds[r] = self.rng.random() < self.s.load_chance
+        log = self.drift + self.s.noise(self.rng, rt.arm)
+        if rt.arm == self.s.slow_arm and self.rng.random() < self.s.slow_chance:
+            log -= math.log(self.s.slow_factor)
+        self.loaded = self.loaded_rounds[r] and self.rng.random() < 0.5
+        if self.loaded:
+            log -= math.log(self.rng.uniform(2, 7))
+        result = {
+            "schema": benches.SCHEMA,
+            "images_per_sec": 10 * math.exp(log),
+            "startup_s": 1.0,
+            "framework_version": "2.x",
+            "mpi_library": "MPICH 4.0.2",
+        }
+        return launchers.Launched(["sim"], process.Outcome("ok", 0, 1.0, result, ""))
+
+    def host_load(self, *_args, **_kw) -> dict:
+        """What the trial's record says of the host: the load where there was one."""
+        other = 40.0 if self.loaded else 1.0
+        return {"loadavg_1m": 2.0, "busy_cpu_pct": 90.0, "other_cpu_pct": other,
+                "steal_cpu_pct": 0.0}  # fmt: skip
+
+
+def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int, monkeypatch) -> list:
+    """One campaign of `rounds` rounds through campaign.execute; its records."""
+    design = plan.Design(ARMS, [CONFIG], rounds, 0, seed, None, 1)
+    launcher = Launches(scenario, seed, design.per_round)
+    monkeypatch.setattr(trial.hostload, "during", launcher.host_load)
+    folder.mkdir()
+    with contextlib.redirect_stderr(io.StringIO()):
+        campaign.execute(
+            recipes.load("pytorch-mpich"),
+            "cpu",
+            [Fake(a) for a in ARMS],
+            design,
+            folder,
+            plan.Options(steps=3, mpirun="mpirun-fake"),
+            "sim",
+            set(),
+            launcher,
+        )
+    return store.load(folder).records
+
+
+def family_coverage(
+    records: list[dict], scenario: Scenario, rounds: int
+) -> tuple[bool, dict[str, str]]:
+    """Whether all four intervals over the first `rounds` rounds hold their truths, and
+    each comparison's verdict."""
+    a = analysis.summarise([r for r in records if r["repeat"] < rounds], "", 0.95)
+    arms = {x.runtime: x for x in a.groups[0].arms[1:]}
+    held = all(x.ratio.low <= scenario.truth(rt) <= x.ratio.high for rt, x in arms.items())
+    return held, {rt: x.verdict for rt, x in arms.items()}
+
+
+def table(runs: int, monkeypatch, root: Path) -> Iterator[tuple[str, int, float, float]]:
+    """(scenario, rounds, family-wise coverage, share of campaigns calling docker slower)."""
+    for name, scenario in SCENARIOS.items():
+        held: dict[int, list[bool]] = {10: [], 20: []}
+        slower: dict[int, list[bool]] = {10: [], 20: []}
+        for k in range(runs):
+            folder = root / f"{len(os.listdir(root))}"
+            records = simulate(folder, scenario, 7919 * k + 17, 20, monkeypatch)
+            for n in held:
+                ok, verdicts = family_coverage(records, scenario, n)
+                held[n].append(ok)
+                slower[n].append(verdicts["docker"] == "slower")
+        for n in held:
+            yield name, n, statistics.fmean(held[n]), statistics.fmean(slower[n])
+
+
+def test_verdicts_hold_together_where_one_runtime_is_to_blame(folders, monkeypatch):  # noqa: F811
+    """At RUNS campaigns a scenario, each family-wise coverage is at least 0.93 less the
+    simulation's error (2.5 of its standard errors); the report's larger run
+    (docs/statistics.md, 2,000 a cell) holds the 0.93 itself."""
+    for name, n, held, slower in table(RUNS, monkeypatch, folders):
+        print(f"| {name} | {n} | {held:.3f} | {slower:.3f} |")
+        slack = 2.5 * math.sqrt(0.93 * 0.07 / RUNS)
+        assert held >= 0.93 - slack, f"{name}, {n} rounds: family-wise {held:.3f}"
+
+
+def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders, monkeypatch):  # noqa: F811
+    """docker 2x slower in 30 % of its launches: none left out (no load recorded), each
+    named as docker's own, and at 20 rounds its ratio is about the geometric mean."""
+    scenario = SCENARIOS["docker 2x slower in 30 % of launches"]
+    records = simulate(folders / "c", scenario, 5, 20, monkeypatch)
+    a = analysis.summarise(records, "", 0.95)
+    arms = {x.runtime: x for x in a.groups[0].arms}
+    assert all(not x.disturbed for x in arms.values())
+    assert arms["docker"].slow and all(not arms[rt].slow for rt in ARMS if rt != "docker")
+    assert arms["docker"].ratio.low <= scenario.truth("docker") <= arms["docker"].ratio.high
+
+
+def test_loaded_launches_with_evidence_are_left_out_and_the_verdict_holds_both_ways(
+    folders,  # noqa: F811
+    monkeypatch,
+):
+    """Another job loads some rounds, and the records say so: those launches are left out
+    and named with their evidence, and each ratio is also given with every launch."""
+    scenario = SCENARIOS["outside load, recorded"]
+    records = simulate(folders / "c", scenario, 3, 20, monkeypatch)
+    a = analysis.summarise(records, "", 0.95)
+    left = [(x.runtime, i, why) for x in a.groups[0].arms for i, why in zip(x.disturbed,
+            x.evidence, strict=True)]  # fmt: skip
+    assert left and all(why == "other CPU 40 % of the machine" for _, _, why in left)
+    loaded = {r["index"] for r in records if r["host_load"]["other_cpu_pct"] > 10}
+    assert {i for _, i, _ in left} <= loaded
+    assert all(x.ratio_all is not None for x in a.groups[0].arms[1:])
+
+
+def test_the_ci_campaigns_assertions_hold_at_999_in_1000():
+    """The integration suite's real campaign (tests/integration/test_campaign_stats.py):
+    native, native@b and docker under a quarter of a core, 16 rounds, two comparisons. On
+    launches as noisy as any seen here (20 % a launch, and one in ten slowed 2-7x by
+    something nothing recorded), through the functions the analysis calls:
+    - the A/A interval at 99.9 % (each 99.95 %) misses 1 in at most 1 of 1000 campaigns;
+    - the cut (truly 0.25) is 'slower' with its estimate in (0.08, 0.7) in at least 999 of
+      1000, with only 14 of the 16 rounds left (two lost to recorded load). At half a core
+      (0.5) it was missed in 18 % of such campaigns: one slow native launch in a round
+      reads as a fast cut."""
+    rng = random.Random(2026)
+
+    def launch() -> float:
+        wild = -math.log(rng.uniform(2, 7)) if rng.random() < 0.1 else 0.0
+        return rng.gauss(0, 0.2) + wild
+
+    runs, aa_false, cut_missed = 20_000, 0, 0
+    each_aa, each = stats.family_confidence(0.999, 2), stats.family_confidence(0.95, 2)
+    for _ in range(runs):
+        native = [launch() for _ in range(16)]
+        aa = stats.paired_ratio([(math.exp(launch()), math.exp(x)) for x in native], each_aa)
+        aa_false += stats.verdict(aa) != "no significant difference"
+        cut = [(0.25 * math.exp(launch()), math.exp(x)) for x in native[:14]]
+        iv = stats.paired_ratio(cut, each)
+        cut_missed += not (stats.verdict(iv) == "slower" and 0.08 < iv.value < 0.7)
+    print(f"A/A false alarms {aa_false} of {runs}; cut missed {cut_missed} of {runs}")
+    assert aa_false / runs <= 0.001 + 2.5 * math.sqrt(0.001 * 0.999 / runs)
+    assert cut_missed / runs <= 0.001
