@@ -42,3 +42,11 @@ def host_tools(tmp_path, monkeypatch) -> Iterator[Path]:
     engine.docker.cache_clear()  # the client is chosen once per process
     yield stubs
     engine.docker.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _in_a_folder_of_its_own(tmp_path, monkeypatch) -> None:
+    """Every unit test runs in its own temporary folder: a dry run checks that its default
+    --out (results/... under the working folder) can be made, and CI's job user cannot
+    write into the root-owned checkout; nor should a test leave files in it."""
+    monkeypatch.chdir(tmp_path)
