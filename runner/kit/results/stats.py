@@ -6,8 +6,9 @@ trials are summarised by medians, never by averaging per-trial ratios.
 
 A comparison of two runtime arms uses the campaign's rounds as pairs (every arm
 runs in every round, so drift falls on both): the mean of the per-round log ratios
-(the geometric mean ratio) with Student's t interval, so that a cost which comes in
-some launches only counts at its full share. `disturbed` names the launches far
+(the geometric mean ratio), so that a cost which comes in some launches only counts at
+its full share, with the union of Student's t interval and the Wilcoxon interval of the
+Hodges-Lehmann centre (each covers the mean where the other falls short). `disturbed` names the launches far
 slower than a robust two-way fit (arm + round) predicts; the analysis leaves one
 out only where its record shows outside load, and checks the verdict with those
 put back by the Hodges-Lehmann centre and its exact Wilcoxon interval. Where rounds
@@ -192,9 +193,19 @@ def mean_ci(d: list[float], conf: float = 0.95) -> Interval:
 
 
 def paired_ratio(pairs: list[tuple[float, float]], conf: float = 0.95) -> Interval:
-    """a/b from rounds (a, b): exp of mean_ci of the per-round log ratios (the geometric
-    mean ratio). Symmetric: the ratio b/a gives exactly the reciprocal interval."""
-    return _exp(mean_ci([math.log(a / b) for a, b in pairs], conf))
+    """a/b from rounds (a, b): the geometric mean ratio (exp of the mean per-round log
+    ratio), with the union of its t interval and the Wilcoxon interval of the
+    Hodges-Lehmann centre. Where one arm is slow in some launches only, the log ratios are
+    skewed and at ten rounds the t interval alone holds the mean in fewer campaigns than it
+    states (family-wise 0.927 for 0.95 in the simulations); the rank interval covers it
+    there, and t covers it where the centre and the mean part. Symmetric: the ratio b/a
+    gives exactly the reciprocal interval."""
+    logs = [math.log(a / b) for a, b in pairs]
+    mean, centre = mean_ci(logs, conf), shift_ci(logs, conf)
+    if mean.short:
+        return _exp(mean)
+    low, high = min(mean.low, centre.low), max(mean.high, centre.high)
+    return _exp(Interval(mean.value, low, high, conf, conf))
 
 
 def robust_paired_ratio(pairs: list[tuple[float, float]], conf: float = 0.95) -> Interval:

@@ -125,7 +125,9 @@ def test_interval_marker_follows_the_confidence_asked_for():
 
 
 def test_paired_ratio_is_symmetric_and_the_geometric_mean():
-    pairs = [(90.0 + i, 100.0 + i) for i in range(10)]
+    """The geometric mean ratio, its interval the union of the t interval of the mean log
+    ratio and the Wilcoxon interval of their Hodges-Lehmann centre."""
+    pairs = [(90.0 + i, 100.0 + i) for i in range(9)] + [(60.0, 100.0)]  # one slow launch
     iv = stats.paired_ratio(pairs)
     back = stats.paired_ratio([(b, a) for a, b in pairs])
     assert iv.value == pytest.approx(1 / back.value)
@@ -133,13 +135,16 @@ def test_paired_ratio_is_symmetric_and_the_geometric_mean():
     logs = [math.log(a / b) for a, b in pairs]
     assert iv.value == pytest.approx(math.exp(statistics.fmean(logs)))
     half = 2.2621571628 * statistics.stdev(logs) / math.sqrt(10)  # t(0.975, 9)
-    assert (iv.low, iv.high) == pytest.approx(
-        (iv.value * math.exp(-half), iv.value * math.exp(half))
-    )
+    mean = statistics.fmean(logs)
+    rank = stats.shift_ci(logs)
+    assert rank.coverage == pytest.approx(1 - 2 * 25 / 1024)  # Wilcoxon, n = 10: W+ <= 8
+    want = (math.exp(min(mean - half, rank.low)), math.exp(max(mean + half, rank.high)))
+    assert (iv.low, iv.high) == pytest.approx(want)
+    assert rank.low < mean - half  # here the rank interval reaches further down
     assert iv.coverage == 0.95 and not iv.short
     assert stats.paired_ratio(pairs[:2]).short  # fewer than MIN_ROUNDS: [min, max]
     robust = stats.robust_paired_ratio(pairs)
-    assert robust.coverage == pytest.approx(1 - 2 * 25 / 1024)  # Wilcoxon, n = 10: W+ <= 8
+    assert (robust.low, robust.high) == pytest.approx((math.exp(rank.low), math.exp(rank.high)))
 
 
 @pytest.mark.parametrize(

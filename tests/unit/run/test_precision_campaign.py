@@ -58,16 +58,16 @@ def test_with_every_pair_compared_the_rule_waits_for_the_pairs_too():
     arms = ["native", "docker", "singularity"]
 
     def why(baseline):
-        target = plan.Target(0.017, 3600, 0.95, baseline)
+        target = plan.Target(0.0195, 3600, 0.95, baseline)
         return plan.stop_reason(plan.Design(arms, [CONFIG], 6, 1, 0, target), recs, 13, 78)
 
     assert why("native") == (
-        "precision ±1.7% reached after 13 rounds (docker ±1.0%, singularity ±1.6%)"
+        "precision ±1.9% reached after 13 rounds (docker ±1.2%, singularity ±1.9%)"
     )
-    assert why("all") is None  # the same trials: singularity ±1.8 %, the pair ±2.2 %
-    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.017, 1, 0.95, "all"))
+    assert why("all") is None  # the same trials: singularity ±2.0 %, the pair ±2.8 %
+    d = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.0195, 1, 0.95, "all"))
     assert plan.stop_reason(d, recs, 13, 78).endswith(
-        "(docker ±1.1%, singularity ±1.8%, singularity/docker ±2.2%)"
+        "(docker ±1.3%, singularity ±2.0%, singularity/docker ±2.8%)"
     )
 
 
