@@ -77,7 +77,8 @@ def test_a_cache_disk_too_small_for_a_conversion_is_refused_before_it_starts(bui
     assert line.endswith(
         f"GB and {folder} has 0.00 GB free; make room there, or set KIT_CACHE to a larger disk"
     )
-    assert sorted(f.name for f in folder.iterdir()) == [".lock"]
+    # nothing but the folder's own marks (its lock, its in-use and last-used stamps)
+    assert sorted(f.name for f in folder.iterdir()) == [".in-use", ".last-used", ".lock"]
     shutil.rmtree(cache)
 
 
