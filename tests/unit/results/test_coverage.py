@@ -150,15 +150,24 @@ class Simulated(launchers.Launcher):
 
 
 def simulate(
-    folder: Path, scenario: str, truth: dict[str, float], seed: int, repeats: int, target=None
+    folder: Path,
+    scenario: str | tuple[Noise, float],
+    truth: dict[str, float],
+    seed: int,
+    repeats: int,
+    target: plan.Target | None = None,
+    launches: int | None = None,
 ) -> list[dict]:
     """One campaign through campaign.execute (the trials' host records scripted with
     the launches: another job's load shows in the records of the launches it slowed, as
-    kit records it for every runtime); its records."""
-    noise, hit = SCENARIOS[scenario]
+    kit records it for every runtime); its records. scenario: a name in SCENARIOS, or
+    (noise, chance a round is hit by load); launches: the baseline's a round (default
+    kit's)."""
+    noise, hit = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
     arms = list(truth)
     launcher = Simulated(noise, hit, truth, seed)
-    design = plan.Design(arms, [CONFIG], repeats, 0, seed, target, plan.baseline_launches(arms))
+    launches = launches or plan.baseline_launches(arms)
+    design = plan.Design(arms, [CONFIG], repeats, 0, seed, target, launches)
     launcher.per_round = design.per_round
     folder.mkdir()
     with contextlib.redirect_stderr(io.StringIO()), pytest.MonkeyPatch.context() as mp:
@@ -214,9 +223,9 @@ def test_each_interval_covers_the_truth_as_often_as_it_states(folders, scenario)
         claim, seen = statistics.fmean(stated[n]), statistics.fmean(hits[n])
         slack = 0.01 + 2.5 * math.sqrt(claim * (1 - claim) / len(hits[n]))
         print(f"| {scenario} | {n} | {claim:.3f} | {seen:.3f} | {len(hits[n])} |")
+        # the union of two intervals is conservative by construction: held to its claim
+        # from below only
         assert seen >= claim - slack, f"{scenario}, {n} rounds: {seen:.3f} < {claim:.3f}"
-        if RUNS >= 500:  # precise enough to hold the interval to its claim from above too
-            assert seen <= claim + slack, f"{scenario}, {n} rounds: {seen:.3f} > {claim:.3f}"
 
 
 def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(folders):

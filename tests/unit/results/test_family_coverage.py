@@ -12,8 +12,6 @@ campaigns whose four intervals all hold their truths. KIT_SIM_RUNS=2000 runs the
 code for docs/statistics.md's table (pytest -s prints its rows).
 """
 
-import contextlib
-import io
 import math
 import os
 import random
@@ -22,13 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import benches
-from kit.image import recipes
-from kit.launch import launchers, process
-from kit.results import analysis, stats, store
-from kit.run import campaign, plan, trial
+from kit.results import analysis, stats
+from kit.run import plan
 
-from ..run.test_campaign_run import Fake
+from . import test_coverage as coverage
 from .test_coverage import RESIDUALS, folders  # noqa: F401 (a fixture)
 
 RUNS = int(os.environ.get("KIT_SIM_RUNS", "60"))
@@ -55,6 +50,12 @@ class Scenario:
             return 1.0
         return math.exp(-self.slow_chance * math.log(self.slow_factor))
 
+    def launch(self, rng: random.Random, arm: str, hit: bool) -> float:
+        """One launch's log figure before drift and load (test_coverage.Simulated adds
+        them)."""
+        slow = arm == self.slow_arm and rng.random() < self.slow_chance
+        return self.noise(rng, arm) - (math.log(self.slow_factor) if slow else 0.0)
+
 
 def normal(sd: float = LAUNCH_SD) -> Callable[[random.Random, str], float]:
     return lambda rng, arm: rng.gauss(0, sd)
@@ -76,66 +77,11 @@ SCENARIOS = {
 }
 
 
-class Launches(launchers.Launcher):
-    """Ends every trial ok at a figure drawn from a scenario, and remembers whether another
-    job loaded it (the trial's host record then says so)."""
-
-    name = "scripted"
-
-    def __init__(self, scenario: Scenario, seed: int, per_round: int) -> None:
-        self.s, self.rng, self.per_round = scenario, random.Random(seed), per_round
-        self.loaded_rounds: dict[int, bool] = {}
-        self.drift, self.loaded = 0.0, False
-
-    def mpi_version(self, mpirun: str) -> str:
-        return "fake MPI"
-
-    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
-        r = int(job.name.rsplit("-", 1)[1]) // self.per_round
-        if r not in self.loaded_rounds:
-            self.drift += self.rng.gauss(0, 0.01)
-            self.loaded_rounds[r] = self.rng.random() < self.s.load_chance
-        log = self.drift + self.s.noise(self.rng, rt.arm)
-        if rt.arm == self.s.slow_arm and self.rng.random() < self.s.slow_chance:
-            log -= math.log(self.s.slow_factor)
-        self.loaded = self.loaded_rounds[r] and self.rng.random() < 0.5
-        if self.loaded:
-            log -= math.log(self.rng.uniform(2, 7))
-        result = {
-            "schema": benches.SCHEMA,
-            "images_per_sec": 10 * math.exp(log),
-            "startup_s": 1.0,
-            "framework_version": "2.x",
-            "mpi_library": "MPICH 4.0.2",
-        }
-        return launchers.Launched(["sim"], process.Outcome("ok", 0, 1.0, result, ""))
-
-    def host_load(self, *_args, **_kw) -> dict:
-        """What the trial's record says of the host: the load where there was one."""
-        other = 40.0 if self.loaded else 1.0
-        return {"loadavg_1m": 2.0, "busy_cpu_pct": 90.0, "other_cpu_pct": other,
-                "steal_cpu_pct": 0.0}  # fmt: skip
-
-
-def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int, monkeypatch) -> list:
-    """One campaign of `rounds` rounds through campaign.execute; its records."""
-    design = plan.Design(ARMS, [CONFIG], rounds, 0, seed, None, 1)
-    launcher = Launches(scenario, seed, design.per_round)
-    monkeypatch.setattr(trial.hostload, "during", launcher.host_load)
-    folder.mkdir()
-    with contextlib.redirect_stderr(io.StringIO()):
-        campaign.execute(
-            recipes.load("pytorch-mpich"),
-            "cpu",
-            [Fake(a) for a in ARMS],
-            design,
-            folder,
-            plan.Options(steps=3, mpirun="mpirun-fake"),
-            "sim",
-            set(),
-            launcher,
-        )
-    return store.load(folder).records
+def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int) -> list[dict]:
+    """One campaign of `rounds` rounds (native once a round, as the demo) through
+    campaign.execute; its records."""
+    noise = (scenario.launch, scenario.load_chance)
+    return coverage.simulate(folder, noise, dict.fromkeys(ARMS, 1.0), seed, rounds, None, 1)
 
 
 def family_coverage(
@@ -149,14 +95,14 @@ def family_coverage(
     return held, {rt: x.verdict for rt, x in arms.items()}
 
 
-def table(runs: int, monkeypatch, root: Path) -> Iterator[tuple[str, int, float, float]]:
+def table(runs: int, root: Path) -> Iterator[tuple[str, int, float, float]]:
     """(scenario, rounds, family-wise coverage, share of campaigns calling docker slower)."""
     for name, scenario in SCENARIOS.items():
         held: dict[int, list[bool]] = {10: [], 20: []}
         slower: dict[int, list[bool]] = {10: [], 20: []}
         for k in range(runs):
             folder = root / f"{len(os.listdir(root))}"
-            records = simulate(folder, scenario, 7919 * k + 17, 20, monkeypatch)
+            records = simulate(folder, scenario, 7919 * k + 17, 20)
             for n in held:
                 ok, verdicts = family_coverage(records, scenario, n)
                 held[n].append(ok)
@@ -165,21 +111,21 @@ def table(runs: int, monkeypatch, root: Path) -> Iterator[tuple[str, int, float,
             yield name, n, statistics.fmean(held[n]), statistics.fmean(slower[n])
 
 
-def test_verdicts_hold_together_where_one_runtime_is_to_blame(folders, monkeypatch):  # noqa: F811
+def test_verdicts_hold_together_where_one_runtime_is_to_blame(folders):  # noqa: F811
     """At RUNS campaigns a scenario, each family-wise coverage is at least 0.93 less the
     simulation's error (2.5 of its standard errors); the report's larger run
     (docs/statistics.md, 2,000 a cell) holds the 0.93 itself."""
-    for name, n, held, slower in table(RUNS, monkeypatch, folders):
+    for name, n, held, slower in table(RUNS, folders):
         print(f"| {name} | {n} | {held:.3f} | {slower:.3f} |")
         slack = 2.5 * math.sqrt(0.93 * 0.07 / RUNS)
         assert held >= 0.93 - slack, f"{name}, {n} rounds: family-wise {held:.3f}"
 
 
-def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders, monkeypatch):  # noqa: F811
+def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders):  # noqa: F811
     """docker 2x slower in 30 % of its launches: none left out (no load recorded), each
     named as docker's own, and at 20 rounds its ratio is about the geometric mean."""
     scenario = SCENARIOS["docker 2x slower in 30 % of launches"]
-    records = simulate(folders / "c", scenario, 5, 20, monkeypatch)
+    records = simulate(folders / "c", scenario, 5, 20)
     a = analysis.summarise(records, "", 0.95)
     arms = {x.runtime: x for x in a.groups[0].arms}
     assert all(not x.disturbed for x in arms.values())
@@ -189,12 +135,11 @@ def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders, monkeypat
 
 def test_loaded_launches_with_evidence_are_left_out_and_the_verdict_holds_both_ways(
     folders,  # noqa: F811
-    monkeypatch,
 ):
     """Another job loads some rounds, and the records say so: those launches are left out
     and named with their evidence, and each ratio is also given with every launch."""
     scenario = SCENARIOS["outside load, recorded"]
-    records = simulate(folders / "c", scenario, 3, 20, monkeypatch)
+    records = simulate(folders / "c", scenario, 3, 20)
     a = analysis.summarise(records, "", 0.95)
     left = [(x.runtime, i, why) for x in a.groups[0].arms for i, why in zip(x.disturbed,
             x.evidence, strict=True)]  # fmt: skip
