@@ -101,10 +101,19 @@ def directives(job: Job, site: Site, output: Path, rt: Runtime, prep: Prepared) 
         f"--ntasks-per-node={min(per_node, job.ranks)}",
         f"--time={site.time}",
         f"--output={output}",
+        f"--error={errors(output)}",
     ]
     out += [f"--partition={site.partition}"] if site.partition else []
     out += [f"--account={site.account}"] if site.account else []
     return out + list(site.options) + rt.slurm_directives(prep, site)
+
+
+def errors(output: Path) -> Path:
+    """Where a job's standard error goes: a file of its own beside its output. In one file
+    the launcher's forwarding of the ranks' two streams can land a line of stderr in the
+    middle of the record's line (seen with Open MPI's mpirun under load), and the record
+    is lost."""
+    return output.with_suffix(".err")
 
 
 def step(rt: Runtime, prep: Prepared, job: Job, site: Site, flavour: str) -> list[str]:
@@ -141,20 +150,19 @@ def _shell(argv: list[str]) -> str:
 
 
 class JobOutput:
-    """The reader of a job's output: the result's own, and the script's line naming the job
-    (`kit-slurm: job ID nodes LIST`), caught as it goes by (a long output's kept tail
-    does not reach back to it)."""
+    """The script's line naming the job (`kit-slurm: job ID nodes LIST`, on the job's
+    stderr), caught as it goes by (a long output's kept tail does not reach back to it)."""
 
-    def __init__(self, reader: process.Reader) -> None:
-        self.reader, self.job_id, self.nodes = reader, "", ""
+    def __init__(self) -> None:
+        self.job_id, self.nodes = "", ""
 
     def line(self, text: str) -> None:
         if text.startswith("kit-slurm: job "):
             _, _, self.job_id, _, self.nodes = text.split(maxsplit=4)
-        self.reader.line(text)
 
-    def result(self) -> dict | str | None:
-        return self.reader.result()
+    def result(self) -> None:
+        """It reads no result: the record is on the job's standard output."""
+        return None
 
 
 def submit(
@@ -174,13 +182,15 @@ def submit(
         name,
         lambda: subprocess.run(["scancel", f"--name={name}"], capture_output=True),
     )
-    job = JobOutput((read or process.BenchRecord)())
-    text = process.read_file(output, job).text()
-    result, unread = process.read_result(job)
+    record, job = (read or process.BenchRecord)(), JobOutput()
+    text = process.read_file(output, record).text()
+    said = process.read_file(errors(output), job).text()
+    result, unread = process.read_result(record)
     status = outcome.status
     if status in ("ok", "failed"):
         status = "ok" if outcome.exit_code == 0 and result is not None else "failed"
-    tail = "\n".join((outcome.output_tail + "\n" + text).strip().splitlines()[-20:])
+    both = f"{said}\n{text}"
+    tail = "\n".join((outcome.output_tail + "\n" + both).strip().splitlines()[-20:])
     tail = tail[-process.TAIL_CHARS :]
     return (
         process.Outcome(
@@ -189,8 +199,10 @@ def submit(
             outcome.wall_s,
             result,
             tail,
-            cause=(process.cause(outcome.exit_code, text) or unread) if status == "failed" else "",
-            output="" if status == "ok" else f"{outcome.output}\n== job output ==\n{text}",
+            cause=(process.cause(outcome.exit_code, both) or unread) if status == "failed" else "",
+            output=""
+            if status == "ok"
+            else f"{outcome.output}\n== job stderr ==\n{said}\n== job output ==\n{text}",
         ),
         {"job_id": job.job_id, "nodes": job.nodes, "script": str(path)},
     )

@@ -31,6 +31,7 @@ HEAD = """\
 #SBATCH --ntasks-per-node=2
 #SBATCH --time=00:30:00
 #SBATCH --output=/r/slurm/kit-c-1.out
+#SBATCH --error=/r/slurm/kit-c-1.err
 """
 TAIL = """\
 export KIT_LAUNCH_TIME=$(date +%s.%N)
@@ -65,7 +66,7 @@ def test_shifter_nersc_form():
     """NERSC: the image is a job option (Slurm's Shifter plugin), `srun shifter COMMAND`."""
     assert script("shifter", "kit/pytorch-mpich:1.2.0-cpu") == (
         HEAD.replace(
-            "kit-c-1.out\n", "kit-c-1.out\n#SBATCH --image=docker:kit/pytorch-mpich:1.2.0-cpu\n"
+            "kit-c-1.err\n", "kit-c-1.err\n#SBATCH --image=docker:kit/pytorch-mpich:1.2.0-cpu\n"
         )
         + "set -euo pipefail\nexport KIT_TRIAL=kit-c-1\n"
         + TAIL
@@ -215,16 +216,20 @@ def test_the_wait_checks_often_for_short_jobs_and_rarely_for_long_ones():
 
 
 def test_a_jobs_output_is_read_bounded_and_its_job_line_kept(tmp_path, monkeypatch):
-    """A job's output file is read as a local trial's stdout is: its record and the
-    script's job line are found however much follows them, and only its tail is kept."""
+    """A job's output files are read as a local trial's stdout is: its record (on stdout)
+    and the script's job line (on stderr, a file of its own so that no stderr line can
+    land inside the record's) are found however much follows them, and only tails kept."""
     monkeypatch.setattr(process, "TAIL_BYTES", 100)
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 3.0})
     output = tmp_path / "kit-c-1.out"
-    output.write_text(f"kit-slurm: job 42 nodes n[01-02]\n{record}\n" + "noise\n" * 1000)
-    job = slurm.JobOutput(process.BenchRecord())
-    text = process.read_file(output, job).text()
+    output.write_text(f"{record}\n" + "noise\n" * 1000)
+    slurm.errors(output).write_text("kit-slurm: job 42 nodes n[01-02]\n" + "warning\n" * 99)
+    assert slurm.errors(output) == tmp_path / "kit-c-1.err"
+    reader, job = process.BenchRecord(), slurm.JobOutput()
+    text = process.read_file(output, reader).text()
+    process.read_file(slurm.errors(output), job)
     assert (job.job_id, job.nodes) == ("42", "n[01-02]")
-    assert process.read_result(job) == ({"schema": benches.SCHEMA, "images_per_sec": 3.0}, "")
+    assert process.read_result(reader) == ({"schema": benches.SCHEMA, "images_per_sec": 3.0}, "")
     cut = len(output.read_bytes()) - 100
     assert text == f"… {cut} bytes cut …\n" + ("noise\n" * 1000)[-100:]
     assert process.read_file(tmp_path / "none.out", job).text() == ""
