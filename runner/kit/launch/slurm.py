@@ -188,7 +188,7 @@ def submit(
     result, unread = process.read_result(record)
     status = outcome.status
     if status in ("ok", "failed"):
-        status = "ok" if outcome.exit_code == 0 and result is not None else "failed"
+        status = "ok" if process.ended_ok(outcome.exit_code, result, said) else "failed"
     both = f"{said}\n{text}"
     tail = "\n".join((outcome.output_tail + "\n" + both).strip().splitlines()[-20:])
     tail = tail[-process.TAIL_CHARS :]

@@ -8,10 +8,11 @@ A comparison of two runtime arms uses the campaign's rounds as pairs (every arm
 runs in every round, so drift falls on both): the mean of the per-round log ratios
 (the geometric mean ratio), so that a cost which comes in some launches only counts at
 its full share, with the union of Student's t interval and the Wilcoxon interval of the
-Hodges-Lehmann centre (each covers the mean where the other falls short). `disturbed` names the launches far
-slower than a robust two-way fit (arm + round) predicts; the analysis leaves one
-out only where its record shows outside load, and checks the verdict with those
-put back by the Hodges-Lehmann centre and its exact Wilcoxon interval. Where rounds
+Hodges-Lehmann centre (each covers the mean where the other falls short). `disturbed`
+names the launches far slower than a robust two-way fit (arm + round) predicts; the
+analysis leaves one out only where its record shows outside load, and checks the
+verdict with those put back by the Hodges-Lehmann centre and its exact Wilcoxon
+interval. Where rounds
 cannot be paired, the two-sample Hodges-Lehmann shift of the log rates gets the
 Mann-Whitney interval. Intervals read together as verdicts are Bonferroni-adjusted,
 so the whole report holds at the stated confidence. docs/statistics.md argues each

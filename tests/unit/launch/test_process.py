@@ -120,6 +120,23 @@ def test_failed_trial_keeps_output_tail_and_all_it_printed():
     assert (ok.status, ok.output) == ("ok", "")
 
 
+def test_a_rank_that_left_mpi_finalize_after_its_record_ends_the_trial_well():
+    """Both ranks spun in MPICH's MPI_Finalize, kitbench's watchdog let them leave, and
+    MPICH's launcher killed the one still there (exit 9): the record was printed before
+    all that, so the trial is ok. Without the watchdog's note, exit 9 is a failure."""
+    record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 1.0})
+    note = f"{process.LEFT_UNFINALIZED} in 30 s after the final barrier; leaving without it"
+    code = f"import sys; print({record!r}); print({note!r}, file=sys.stderr); sys.exit(9)"
+    left = python(code, f"t-left-{os.getpid()}")
+    assert (left.status, left.exit_code, left.cause) == ("ok", 9, "")
+    bare = python(f"import sys; print({record!r}); sys.exit(9)", f"t-nine-{os.getpid()}")
+    assert (bare.status, bare.exit_code) == ("failed", 9)
+    assert (
+        process.LEFT_UNFINALIZED
+        in (Path(__file__).parents[3] / "benchmarks" / "kitbench.py").read_text()
+    )
+
+
 def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
     """A rank the OOM killer (or anyone) kills is not a generic failure: the record says
     which signal, whether kit's child died of it, a launcher reported it, or an engine
