@@ -296,22 +296,29 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _needle(marker: str) -> bytes:
-    return f"KIT_TRIAL={marker}".encode()
-
-
-def _carries(pid: int, needle: bytes) -> bool:
-    """Whether pid's environment (readable by us) holds the entry needle."""
+def trial_of(pid: int) -> str | None:
+    """The trial marker (KIT_TRIAL) in pid's environment, if it is readable by us."""
     try:
-        return needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
-        return False
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"KIT_TRIAL="):
+            return entry.removeprefix(b"KIT_TRIAL=").decode(errors="replace")
+    return None
 
 
-def marked(marker: str) -> list[int]:
-    """Pids (readable by us) whose environment carries KIT_TRIAL=marker."""
-    needle, me = _needle(marker), os.getpid()
-    return [pid for pid in _pids() if pid != me and _carries(pid, needle)]
+def _carries(pid: int, marker: str) -> bool:
+    return trial_of(pid) == marker
+
+
+def marked(marker: str | re.Pattern[str]) -> list[int]:
+    """Pids (readable by us, never this one) whose trial marker is `marker`, or matches it
+    whole (a pattern: the trials of a campaign)."""
+    me = os.getpid()
+    if isinstance(marker, str):
+        return [pid for pid in _pids() if pid != me and _carries(pid, marker)]
+    return [pid for pid in _pids() if pid != me and marker.fullmatch(trial_of(pid) or "")]
 
 
 # Mount daemons that Apptainer starts and must stop itself (see Tree.stop_orphaned_mounts).
@@ -407,7 +414,7 @@ class Tree(threading.Thread):
     ) -> None:
         super().__init__(daemon=True)
         self.root, self.every_s, self.watch_mpi = root, every_s, watch_mpi
-        self.needle = _needle(marker) if marker else b""
+        self.marker = marker
         self.mpi_loaded: set[str] = set()
         self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
         self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
@@ -452,10 +459,10 @@ class Tree(threading.Thread):
             key, checked = (pid, st.start), (pid, st.start, st.name)
             if (pid == self.root and st.start == self.root_start) or self.seen.get(pid) == st.start:
                 trial[key] = st
-            elif not self.needle or pid == me:
+            elif not self.marker or pid == me:
                 continue
             elif key in self.marked or (
-                checked not in self.unmarked and _carries(pid, self.needle)
+                checked not in self.unmarked and _carries(pid, self.marker)
             ):
                 trial[key] = st
                 marked.add(key)

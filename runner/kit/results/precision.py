@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
-from kit.results import stats
+from kit.results import record, stats
 
 TARGETS = (0.05, 0.02)  # the precisions a report prices
 
@@ -39,11 +39,7 @@ def round_seconds(records: list[dict]) -> float | None:
     step between the starts of consecutive rounds (None with fewer than two)."""
     starts: dict[tuple, datetime] = {}
     for r in records:
-        if isinstance(r.get("repeat"), int) and isinstance(r.get("started"), str):
-            try:
-                t = datetime.fromisoformat(r["started"])
-            except ValueError:
-                continue
+        if isinstance(r.get("repeat"), int) and (t := record.started(r)) is not None:
             key = (r["campaign"], r["repeat"])
             starts[key] = min(starts.get(key, t), t)
     keys = sorted(starts)

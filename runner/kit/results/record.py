@@ -127,6 +127,14 @@ def spread_over(r: dict) -> tuple[int, str]:
     return 0, ""
 
 
+def started(r: dict) -> datetime | None:
+    """When the trial started (its `started` label), or None where it does not say."""
+    try:
+        return datetime.fromisoformat(r.get("started"))
+    except (TypeError, ValueError):
+        return None
+
+
 def campaign_minutes(records: list[dict]) -> float | None:
     """The minutes the campaigns took: each one's first trial start to its last trial's end
     (started plus wall_s; warm-up and failed trials take their time too), summed over the
@@ -137,10 +145,9 @@ def campaign_minutes(records: list[dict]) -> float | None:
         wall = r.get("wall_s")
         if not isinstance(wall, int | float) or isinstance(wall, bool):
             continue
-        try:
-            start = datetime.fromisoformat(r.get("started")).timestamp()
-        except (TypeError, ValueError):
+        if (when := started(r)) is None:
             continue
+        start = when.timestamp()
         spans[r["campaign"]] += [start, start + wall]
     return sum(max(s) - min(s) for s in spans.values()) / 60 or None
 

@@ -17,10 +17,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.launch.process import GRACE_S
+from kit.launch import process
 from kit.runtimes import RUNTIMES
 
 CONTAINER_ENGINES = ("docker", "podman")  # runtimes whose trials run in a named container
@@ -33,22 +32,15 @@ def _trial(campaign: str) -> re.Pattern[str]:
 
 def processes(campaign: str) -> list[int]:
     """This user's processes whose environment carries a trial marker of the campaign."""
-    trial = _trial(campaign)
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:  # gone meanwhile
-            continue
-        for var in environ:
-            name, _, value = var.decode(errors="replace").partition("=")
-            if name == "KIT_TRIAL" and trial.fullmatch(value):
-                found.append(int(entry.name))
-    return sorted(found)
+    mine = os.getuid()
+    return sorted(pid for pid in process.marked(_trial(campaign)) if _owner(pid) == mine)
+
+
+def _owner(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:  # gone meanwhile
+        return None
 
 
 def engines() -> list[str]:
@@ -83,7 +75,7 @@ def _gone(campaign: str, within_s: float) -> list[int]:
     return left
 
 
-def end(campaign: str, grace_s: float = GRACE_S) -> None:
+def end(campaign: str, grace_s: float = process.GRACE_S) -> None:
     """End the processes and containers a killed run of the campaign left: containers
     removed, processes sent SIGTERM, then SIGKILL after grace_s; said in one line. A
     KitError naming those that cannot be ended: trials beside them would measure a

@@ -187,11 +187,11 @@ def test_each_process_environment_is_read_once(spawn, monkeypatch):
     again: Counter[int] = Counter()
     real = process._carries
 
-    def counting(pid: int, needle: bytes) -> bool:
+    def counting(pid: int, marker: str) -> bool:
         st = process._read(pid)
         if st and (pid, st.start, st.name) in before:
             again[pid] += 1
-        return real(pid, needle)
+        return real(pid, marker)
 
     monkeypatch.setattr(process, "_carries", counting)
     tree.scan()
