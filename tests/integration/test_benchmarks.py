@@ -15,7 +15,7 @@ import kitbench
 import kitschema
 import pytest
 
-from kit.launch import process
+from kit.core import readers
 
 from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit, short_sweeps
 
@@ -314,7 +314,7 @@ def test_accuracy_mode_learns_and_tensorboard_reads_it(
         volume=f"{logs}:/events",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rec = process.parse_result(run.stdout)  # other ranks may print after it
+    rec = readers.parse_result(run.stdout)  # other ranks may print after it
     assert rec is not None, run.stdout[-2000:]
     assert kitschema.validate(rec) == [] and rec["task"] == "accuracy"
     assert sum(rec["accuracy"][-10:]) / 10 > 0.8, rec["accuracy"]

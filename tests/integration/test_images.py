@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.launch import process
+from kit.core import readers
 
 from .conftest import CAFFE2_TAG, HOROVOD_TAG, apptainer, in_image
 
@@ -104,7 +104,7 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
         volume=f"{logs}:/events",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rec = process.parse_result(run.stdout)  # other ranks may print after it
+    rec = readers.parse_result(run.stdout)  # other ranks may print after it
     assert rec is not None, run.stdout[-2000:]
     assert (rec["bench"], rec["ranks"], rec["framework"]) == ("caffe2-cnn", 2, "caffe2")
     assert rec["mpi_library"].startswith("MPICH") and len(rec["loss"]) == 8
@@ -114,6 +114,7 @@ def test_caffe2_two_ranks_train_and_tensorboard_reads_the_events(caffe2, tmp_pat
     assert "LOSS 10 " in read.stdout  # every step, warm-up included
 
 
+@pytest.mark.all_images
 def test_definition_builds_with_apptainer_alone(definition):
     """pytorch-mpich's definition becomes a SIF through Apptainer only, as an ordinary
     user: the local base as a SIF (from its archive), then the definition; no engine

@@ -1,2 +1,3 @@
-"""Shared ground: errors, paths, units, schema checks, process helpers, and the
-benchmarks' declarations (benches). Imports nothing else of kit."""
+"""Shared ground: errors, paths, units, schema checks, process helpers, the benchmarks'
+declarations (benches), a user's command as the benchmark (command) and how a trial's
+result is read (readers). Imports nothing else of kit."""

@@ -4,7 +4,7 @@ and how its figure of merit is read from what it prints.
 The figure is a regular expression with one named group: the group's name is the
 metric's name in every heading, `--unit` its unit, `--lower-is-better` its direction.
 The output is matched a line at a time as it is printed (it is never held whole: see
-kit.launch.process). Every match gives a value (one per rank, or one per epoch; at most
+kit.launch.streams). Every match gives a value (one per rank, or one per epoch; at most
 MAX_MATCHES); `--reduce` says how they make the trial's figure. A trial whose output
 has no match, a match that is no finite number, or lacks a `--require`d line, is failed
 with its last lines and the cause, never a number.
@@ -60,8 +60,8 @@ MAX_MATCHES = 10_000  # a figure a rank or an epoch: more is a pattern that matc
 
 
 class Figures:
-    """A command's figure, read from its output a line at a time (kit.launch.process's
-    Reader); the values that matched are kept, for the record."""
+    """A command's figure, read from its output a line at a time (a
+    kit.core.readers.Reader); the values that matched are kept, for the record."""
 
     def __init__(self, cmd: Command) -> None:
         self.cmd, self.group = cmd, cmd.metric

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kit.core import inputs
 from kit.core.errors import KitError
@@ -22,9 +22,6 @@ from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atom
 from kit.core.proc import capture, stream, which
 from kit.image import engine, marks, rootfs
 from kit.image.recipes import Recipe
-
-if TYPE_CHECKING:
-    from kit.image.foreign import Foreign
 
 APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
 FORMATS = {
@@ -39,6 +36,19 @@ FORMATS = {
 
 
 MANIFEST = "manifest.json"  # beside an image's conversions: its digest, contents, timings
+
+
+class Image(Protocol):
+    """What a conversion reads of an image: a kit recipe's, or a user's own (foreign.Foreign,
+    which converts through this module and so is not imported by it)."""
+
+    @property
+    def name(self) -> str: ...  # its folder in the conversion cache
+
+    @property
+    def version(self) -> str: ...  # the recipe version its conversions are filed with
+
+    def tag(self, variant: str) -> str: ...  # the engine's reference
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class Artifacts:
         return {"docker-archive": self.tar, "squashfs": self.squashfs, "singularity": self.sif}
 
 
-def artifacts(recipe: "Recipe | Foreign", variant: str) -> Artifacts:
+def artifacts(recipe: Image, variant: str) -> Artifacts:
     digest = engine.image_id(recipe.tag(variant))
     return Artifacts(digest, cache_dir() / "images" / recipe.name / digest.split(":")[-1][:16])
 
@@ -145,7 +155,7 @@ def mksquashfs_args(spec: str) -> list[str]:
     return ["-comp", name] + (["-Xcompression-level", str(level)] if level is not None else [])
 
 
-def convert(recipe: "Recipe | Foreign", variant: str, formats: list[str]) -> Artifacts:
+def convert(recipe: Image, variant: str, formats: list[str]) -> Artifacts:
     """Make each requested format once per digest; print what was made or reused, with
     each phase's time (also kept in the manifest). The squashfs and the SIF share one
     export and one compression pass: the SIF wraps the same squashfs."""
@@ -197,7 +207,7 @@ def _room(art: Artifacts, fmt: str, tag: str) -> None:
         )
 
 
-def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
+def _builds(recipe: Image, variant: str) -> list[Artifacts]:
     """The cache's folders of every build of this recipe version and variant (by manifest)."""
     out = []
     for manifest in (cache_dir() / "images" / recipe.name).glob(f"*/{MANIFEST}"):
@@ -209,9 +219,7 @@ def _builds(recipe: "Recipe | Foreign", variant: str) -> list[Artifacts]:
     return out
 
 
-def _drop_superseded(
-    recipe: "Recipe | Foreign", variant: str, art: Artifacts, made: list[str]
-) -> None:
+def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str]) -> None:
     """Clear the conversions of earlier builds of the same recipe version and variant (a
     rebuild leaves them unreachable but for `earlier`, which takes the newest), so each
     rebuild does not leave gigabytes in the cache: the folder of a build whose image the
@@ -254,9 +262,7 @@ def _needed(fmt: str, wanted: list[str]) -> bool:
     return fmt in wanted
 
 
-def record_made(
-    recipe: "Recipe | Foreign", variant: str, art: Artifacts, phases: dict[str, float]
-) -> None:
+def record_made(recipe: Image, variant: str, art: Artifacts, phases: dict[str, float]) -> None:
     """File what was just made: its times and settings in the manifest beside it, with
     the image's identity (what a foreign image's manifest gets only here), then drop the
     same formats from earlier builds of the image, which this one supersedes."""

@@ -4,7 +4,7 @@ A trial's figure can be off because a neighbour was busy; recording the host's
 activity beside every trial lets a reader see that, and lets the analysis tell a
 launch slowed by outside load (outside_load) from one slow on its own account.
 Read from /proc (Linux): the whole machine's CPU time (/proc/stat), minus what the
-trial's own processes used, which the trial's process watch (process.Tree) counts
+trial's own processes used, which the trial's process watch (proctree.Tree) counts
 for every runtime, a container's ranks included, over the same instants.
 """
 
@@ -47,7 +47,7 @@ def cpu() -> Cpu:
 
 @dataclass(frozen=True)
 class Window:
-    """CPU seconds over the watched part of a trial (process.Tree says which part): its
+    """CPU seconds over the watched part of a trial (proctree.Tree says which part): its
     length, the whole machine's busy and steal time, and the trial's own processes'."""
 
     seconds: float = 0.0

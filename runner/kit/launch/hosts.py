@@ -22,6 +22,7 @@ from kit.core.errors import KitError
 if TYPE_CHECKING:
     from kit.runtimes.base import Leftovers
 
+HOSTS_LABEL = "mpirun over ssh"  # the launcher field of a --hosts trial
 SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

@@ -18,15 +18,16 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.proc import version_line
 from kit.image.recipes import Recipe
-from kit.launch import hosts, process, slurm
-from kit.results.record import HOSTS_LABEL
+from kit.launch import hosts, slurm, supervise
+from kit.launch.hosts import HOSTS_LABEL
+from kit.launch.outcomes import Outcome
 from kit.runtimes import Job, Prepared, Runtime
 
 
 @dataclass(frozen=True)
 class Launched:
     argv: list[str]  # what was started (for Slurm: the sbatch command)
-    outcome: process.Outcome
+    outcome: Outcome
     job_info: dict | None = None  # Slurm: job id, nodes, script
 
 
@@ -88,7 +89,7 @@ class Local(Launcher):
     ) -> Launched:
         argv = self.argv(rt, prep, job, env)
         cleanup = lambda: self.cleanup(rt, job)  # noqa: E731
-        outcome = process.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
+        outcome = supervise.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
         return Launched(argv, outcome)
 
     def cleanup(self, rt: Runtime, job: Job) -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kit.core import inputs, schema
 from kit.core.errors import KitError
-from kit.launch import process
+from kit.core.readers import BenchRecord, Reader, read_result
+from kit.launch import outcomes, streams, supervise
 from kit.runtimes import RUNTIMES, Job, Prepared, Runtime
 
 # The benchmark's --launch-time is the job's start, not the submission (queue time
@@ -171,35 +172,34 @@ def submit(
     env: dict[str, str],
     timeout: float,
     name: str,
-    read: Callable[[], process.Reader] | None = None,
+    read: Callable[[], Reader] | None = None,
 ):
     """Submit one trial's script, wait for the job, and read its record from its output
-    (bounded as a local trial's is: process.Capture)."""
-    outcome = process.run(
+    (bounded as a local trial's is: streams.Capture)."""
+    outcome = supervise.run(
         [sys.executable, "-m", "kit.launch.slurm_wait", str(path)],
         env,
         timeout,
         name,
         lambda: subprocess.run(["scancel", f"--name={name}"], capture_output=True),
     )
-    record, job = (read or process.BenchRecord)(), JobOutput()
-    text = process.read_file(output, record).text()
-    said = process.read_file(errors(output), job).text()
-    result, unread = process.read_result(record)
+    record, job = (read or BenchRecord)(), JobOutput()
+    text = streams.read_file(output, record).text()
+    said = streams.read_file(errors(output), job).text()
+    result, unread = read_result(record)
     status = outcome.status
     if status in ("ok", "failed"):
-        status = "ok" if process.ended_ok(outcome.exit_code, result, said) else "failed"
+        status = "ok" if outcomes.ended_ok(outcome.exit_code, result, said) else "failed"
     both = f"{said}\n{text}"
-    tail = "\n".join((outcome.output_tail + "\n" + both).strip().splitlines()[-20:])
-    tail = tail[-process.TAIL_CHARS :]
+    tail = outcomes.tail(outcome.output_tail + "\n" + both)
     return (
-        process.Outcome(
+        outcomes.Outcome(
             status,
             outcome.exit_code,
             outcome.wall_s,
             result,
             tail,
-            cause=(process.cause(outcome.exit_code, both) or unread) if status == "failed" else "",
+            cause=(outcomes.cause(outcome.exit_code, both) or unread) if status == "failed" else "",
             output=""
             if status == "ok"
             else f"{outcome.output}\n== job stderr ==\n{said}\n== job output ==\n{text}",

@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kit.launch.hosts import HOSTS_LABEL
+
 SCHEMA = "kit.trial/2"
 READABLE = ("kit.trial/1", SCHEMA)
 KEY = {"key": True}
@@ -92,9 +94,6 @@ def launched_by(r: dict) -> str:
     """Launches on this host are one launcher ("local") whatever started the ranks; a
     host list over ssh ("hosts") and Slurm are others: their ranks may be on other nodes."""
     return {"slurm": "slurm", HOSTS_LABEL: "hosts"}.get(r.get("launcher", ""), "local")
-
-
-HOSTS_LABEL = "mpirun over ssh"  # the launcher field of a --hosts trial
 
 
 def node_count(nodes: str) -> int:

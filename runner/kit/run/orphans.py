@@ -4,7 +4,7 @@ A campaign killed with kill -9 cannot stop its last trial: the ranks (in a sessi
 their own), Apptainer's mount daemons and the trial's container live on, loading the
 host the resumed campaign measures on, and a container keeps the trial's name, which
 the trial run again needs. Every process of a trial carries KIT_TRIAL=kit-CAMPAIGN-I
-in its environment (kit.launch.process) and its container is named so (Docker's and
+in its environment (kit.launch.supervise) and its container is named so (Docker's and
 Podman's runtimes), so both are found by the campaign's id. The results folder's lock
 (kit.results.store.held) is held first: no live run of the campaign owns them.
 """
@@ -19,7 +19,7 @@ import sys
 import time
 
 from kit.core.errors import KitError
-from kit.launch import process
+from kit.launch import proctree, supervise
 from kit.runtimes import RUNTIMES
 
 CONTAINER_ENGINES = ("docker", "podman")  # runtimes whose trials run in a named container
@@ -33,7 +33,7 @@ def _trial(campaign: str) -> re.Pattern[str]:
 def processes(campaign: str) -> list[int]:
     """This user's processes whose environment carries a trial marker of the campaign."""
     mine = os.getuid()
-    return sorted(pid for pid in process.marked(_trial(campaign)) if _owner(pid) == mine)
+    return sorted(pid for pid in proctree.marked(_trial(campaign)) if _owner(pid) == mine)
 
 
 def _owner(pid: int) -> int | None:
@@ -75,7 +75,7 @@ def _gone(campaign: str, within_s: float) -> list[int]:
     return left
 
 
-def end(campaign: str, grace_s: float = process.GRACE_S) -> None:
+def end(campaign: str, grace_s: float = supervise.GRACE_S) -> None:
     """End the processes and containers a killed run of the campaign left: containers
     removed, processes sent SIGTERM, then SIGKILL after grace_s; said in one line. A
     KitError naming those that cannot be ended: trials beside them would measure a

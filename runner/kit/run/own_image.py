@@ -1,6 +1,7 @@
 """`kit run --image REF`: a campaign of the user's own image, their --command with its
 figure read by --metric, or kit's own benchmarks added to that image (--bench); checked
-as `request` checks kit's images, then the same design, statistics and report."""
+with the checks kit's images share (checks), then the same design, statistics and report.
+A request with --bench is handed back to `request`, as a kit campaign in that image."""
 
 import dataclasses
 import re
@@ -11,7 +12,21 @@ from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
 from kit.results import analysis
-from kit.run import plan, request
+from kit.run import plan
+from kit.run.checks import (
+    Campaign,
+    RunRequest,
+    baseline_arm,
+    check_numbers,
+    check_size,
+    given,
+    ints,
+    names,
+    precision_target,
+    resume_spec,
+    runtime_options,
+    site_and_ranks,
+)
 from kit.runtimes import Runtime
 
 COMMAND_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
@@ -23,7 +38,7 @@ FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def _command(q: request.RunRequest, ranks: list[int]) -> command.Command:
+def _command(q: RunRequest, ranks: list[int]) -> command.Command:
     """--command and how its figure is read, checked."""
     if q.command is None or q.metric is None:
         raise KitError(
@@ -57,24 +72,20 @@ def _command(q: request.RunRequest, ranks: list[int]) -> command.Command:
     )
 
 
-def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
+def campaign(q: RunRequest, plan_only: bool) -> Campaign:
     """A campaign of the user's own image and command: the same design, statistics and
     report as kit's benchmarks, one configuration per rank count."""
-    if q.image is not None:
-        raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
-    if q.command is None and q.bench is not None:
-        return _bench_campaign(q, plan_only)
     for dest, default in KIT_BENCH_ONLY.items():
         if getattr(q, dest) != default:
             flag = "--" + dest.replace("_", "-")
             raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
     chosen = _runtimes(q, native=True)
-    request.check_numbers(q)
-    ranks = request.site_and_ranks(q)[1]
+    check_numbers(q)
+    ranks = site_and_ranks(q)[1]
     cmd = _command(q, ranks)
     arms = [rt.arm for rt in chosen]
     launches = q.baseline_launches or plan.baseline_launches(arms)
-    request.check_size(q, arms, launches, len(ranks), {"--np": len(ranks)})
+    check_size(q, arms, launches, len(ranks), {"--np": len(ranks)})
     if any(rt.runs == "host" for rt in chosen) and not cmd.native_argv:
         raise KitError(
             "--runtime native with --image needs --native-command 'CMD', the same workload "
@@ -88,9 +99,9 @@ def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
         dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
     )
     default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
-    baseline = request.baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
-    target = request.precision_target(q, chosen, baseline)
-    runtime_args = request.runtime_options(q.runtime_arg, chosen)
+    baseline = baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
+    target = precision_target(q, chosen, baseline)
+    runtime_args = runtime_options(q.runtime_arg, chosen)
     configs = [plan.Config(cmd.name, "-", 0, n, "-") for n in ranks]
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
     opts = plan.Options(0, 0, q.timeout, mpirun, runtime_args, {cmd.name: []}, command=cmd)
@@ -99,30 +110,30 @@ def campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
         "image_digest": image.digest,
         "image_mpi": image.mpi_library or None,
         "command": dataclasses.asdict(cmd),
-        **request.resume_spec(q, design, runtime_args),
+        **resume_spec(q, design, runtime_args),
         "baseline": baseline,
     }
-    return request.Campaign(image, "cpu", chosen, design, opts, spec)
+    return Campaign(image, "cpu", chosen, design, opts, spec)
 
 
-def _bench_campaign(q: request.RunRequest, plan_only: bool) -> request.Campaign:
+def bench_request(q: RunRequest, plan_only: bool) -> tuple[RunRequest, Foreign]:
     """kit's own benchmarks in the user's image: added as a layer when its Python has what
-    they import, then a campaign like any kit image's (no native arm: kit's native
-    environment is made from a kit recipe's pins)."""
-    if flag := request.given(q, COMMAND_ONLY):
+    they import; the request and image then make a campaign like any kit image's
+    (request.kit_campaign; no native arm: kit's native environment is made from a kit
+    recipe's pins)."""
+    if flag := given(q, COMMAND_ONLY):
         raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
     chosen = _runtimes(q, native=False)
-    wanted = request.names("--bench", q.bench)
+    wanted = names("--bench", q.bench)
     for b in wanted:
         benches.get(b)  # a KitError naming the known ones
     image = foreign.resolve(q.foreign_image, plan_only)
     image = foreign.with_benchmarks(image, wanted, plan_only)
-    image, mpirun = mpi_launcher(image, chosen, q, request.ints("--np", q.np))
-    asked = dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun)
-    return request.kit_campaign(asked, image, plan_only)
+    image, mpirun = mpi_launcher(image, chosen, q, ints("--np", q.np))
+    return dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun), image
 
 
-def _runtimes(q: request.RunRequest, native: bool) -> list[Runtime]:
+def _runtimes(q: RunRequest, native: bool) -> list[Runtime]:
     """The runtimes asked for, each one that runs a foreign image, on this host (native:
     whether a native arm can be had, i.e. the user's --native-command)."""
     if q.launcher != "local" or q.hosts or q.hostfile:
@@ -146,7 +157,7 @@ def _runtimes(q: request.RunRequest, native: bool) -> list[Runtime]:
 
 
 def mpi_launcher(
-    image: Foreign, chosen: list[Runtime], q: request.RunRequest, ranks: list[int]
+    image: Foreign, chosen: list[Runtime], q: RunRequest, ranks: list[int]
 ) -> tuple[Foreign, str | None]:
     """The MPI the image's ranks load, read from its files, and the host launcher that
     can start them (at one rank: neither is needed). A hybrid runtime's ranks are

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kit.core import benches
 from kit.image.recipes import Recipe
-from kit.launch import hostload, launchers, process
+from kit.launch import hostload, launchers, outcomes
 from kit.results import store
 from kit.results.record import SCHEMA as TRIAL_SCHEMA
 from kit.results.record import Trial
@@ -37,7 +37,7 @@ def program(
     return [*argv, *opts.bench_args.get(c.bench, []), "--launch-time", launch]
 
 
-def status(outcome: process.Outcome, lost: tuple[str, ...] = ()) -> str:
+def status(outcome: outcomes.Outcome, lost: tuple[str, ...] = ()) -> str:
     """The trial's status; a run that did not fit in memory is a result (oom), whether the
     benchmark reported it, the process died saying so (TensorFlow aborts) or the kernel's
     OOM killer ended a rank (a container's memory limit, a full node); a trial whose

@@ -19,8 +19,8 @@ from kit.image.recipes import Recipe
 from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
+    from kit.core.readers import Reader
     from kit.image.foreign import Foreign
-    from kit.launch.process import Reader
 
 __all__ = ["Job", "Prepared", "Runtime", "in_image"]
 

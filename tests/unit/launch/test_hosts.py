@@ -8,7 +8,7 @@ import pytest
 
 from kit import runtimes
 from kit.core.errors import KitError
-from kit.launch import hosts, launchers, process
+from kit.launch import hosts, launchers, supervise
 from kit.runtimes import Job, Prepared
 from kit.runtimes.base import WORKLOAD_PREFIXES, Leftovers
 
@@ -70,7 +70,7 @@ def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch
     def start(argv, *args):
         raise Started(argv)
 
-    monkeypatch.setattr(process, "run", start)
+    monkeypatch.setattr(supervise, "run", start)
     monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
     monkeypatch.setattr(hosts, "subnet", lambda iface: "10.77.0.0/24")
     rt = runtimes.get("singularity")
@@ -100,7 +100,7 @@ def test_an_engine_on_a_host_list_runs_a_container_per_rank_and_clears_them_afte
         cleanup()
         raise Started(argv)
 
-    monkeypatch.setattr(process, "run", start)
+    monkeypatch.setattr(supervise, "run", start)
     monkeypatch.setattr(hosts, "interface", lambda host: "kitbr0")
     monkeypatch.setattr(hosts, "subnet", lambda iface: "10.77.0.0/24")
     monkeypatch.setattr(hosts, "source", lambda host: "10.77.0.254")

@@ -3,7 +3,7 @@
 import pytest
 
 from kit import runtimes
-from kit.launch import launchers, process
+from kit.launch import launchers, supervise
 from kit.runtimes import Job, Prepared
 
 
@@ -16,7 +16,7 @@ def test_torchrun_is_one_launch_that_starts_every_rank(monkeypatch, arm):
     def start(argv, *args):
         raise Started(argv)
 
-    monkeypatch.setattr(process, "run", start)
+    monkeypatch.setattr(supervise, "run", start)
     rt = runtimes.get(arm)
     prep = Prepared("kit/pytorch2-mpich:2.0.0-cpu", "sha256:1", "/py", "/b")
     job = Job(["/py", "/b/torch_cnn.py", "--model", "tiny"], 2, "mpirun.mpich", "kit-t1")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core import benches, command
-from kit.launch import process
+from kit.core import benches, command, readers
+from kit.launch import mounts, outcomes, proctree, streams, supervise
 
 BENCHMARKS = str(Path(__file__).parents[3] / "benchmarks")
 
@@ -31,14 +31,14 @@ time.sleep(float(sys.argv[1]))
 
 
 def alive(pids):
-    return [p for p in pids if process._stat(p) is not None]
+    return [p for p in pids if proctree._stat(p) is not None]
 
 
 def run_escaper(sleep_s, timeout, marker, tmp_path):
     """Run the escaper as a rank 0 would be; every process it started must be gone after."""
     cleaned = []
     pids = tmp_path / "pids"
-    out = process.run(
+    out = supervise.run(
         [sys.executable, "-c", ESCAPER, str(sleep_s), str(pids), BENCHMARKS],
         {**os.environ, "PMI_RANK": "0"},
         timeout,
@@ -61,17 +61,17 @@ def test_ok_trial_parses_record_and_reaps_escaped_child(tmp_path):
 def test_timeout_stops_whole_tree(tmp_path, capsys):
     t0 = time.monotonic()
     tree_seen = []
-    real_stop = process.stop
+    real_stop = supervise.stop
 
     def spy(proc, tree, marker):
         real_stop(proc, tree, marker)
         tree_seen.extend(tree.seen)
 
-    process.stop = spy
+    supervise.stop = spy
     try:
         out, cleaned = run_escaper(300, 2, "t-timeout", tmp_path)
     finally:
-        process.stop = real_stop
+        supervise.stop = real_stop
     assert out.status == "timeout"
     # what was still running is named: the rank first (from the launcher's environment)
     assert out.stuck[0]["rank"] == 0 and "import os, subprocess" in out.stuck[0]["command"]
@@ -104,9 +104,9 @@ def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
     assert cleaned == [True]
 
 
-def python(code: str, marker: str) -> process.Outcome:
+def python(code: str, marker: str) -> outcomes.Outcome:
     """A trial whose command is this Python code."""
-    return process.run([sys.executable, "-c", code], dict(os.environ), 30, marker, lambda: None)
+    return supervise.run([sys.executable, "-c", code], dict(os.environ), 30, marker, lambda: None)
 
 
 def test_failed_trial_keeps_output_tail_and_all_it_printed():
@@ -125,14 +125,14 @@ def test_a_rank_that_left_mpi_finalize_after_its_record_ends_the_trial_well():
     MPICH's launcher killed the one still there (exit 9): the record was printed before
     all that, so the trial is ok. Without the watchdog's note, exit 9 is a failure."""
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 1.0})
-    note = f"{process.LEFT_UNFINALIZED} in 30 s after the final barrier; leaving without it"
+    note = f"{outcomes.LEFT_UNFINALIZED} in 30 s after the final barrier; leaving without it"
     code = f"import sys; print({record!r}); print({note!r}, file=sys.stderr); sys.exit(9)"
     left = python(code, f"t-left-{os.getpid()}")
     assert (left.status, left.exit_code, left.cause) == ("ok", 9, "")
     bare = python(f"import sys; print({record!r}); sys.exit(9)", f"t-nine-{os.getpid()}")
     assert (bare.status, bare.exit_code) == ("failed", 9)
     assert (
-        process.LEFT_UNFINALIZED
+        outcomes.LEFT_UNFINALIZED
         in (Path(__file__).parents[3] / "benchmarks" / "kitbench.py").read_text()
     )
 
@@ -148,20 +148,20 @@ def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
         == "a rank was killed by SIGKILL (the kernel's OOM killer sends it, as does kill -9)"
     )
     hydra = "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 15"
-    assert process.cause(143, hydra) == "a rank was killed by SIGTERM"
-    assert process.cause(137, "") == process.cause(-9, "") == out.cause  # docker run: 128+9
+    assert outcomes.cause(143, hydra) == "a rank was killed by SIGTERM"
+    assert outcomes.cause(137, "") == outcomes.cause(-9, "") == out.cause  # docker run: 128+9
     hydra4 = "=   EXIT CODE: 9\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"
-    assert process.cause(9, hydra4) == out.cause  # MPICH 4's mpirun exits with the signal
-    assert process.cause(1, "mpirun noticed that process rank 1 exited on signal 11") == (
+    assert outcomes.cause(9, hydra4) == out.cause  # MPICH 4's mpirun exits with the signal
+    assert outcomes.cause(1, "mpirun noticed that process rank 1 exited on signal 11") == (
         "a rank was killed by SIGSEGV"
     )
-    assert process.cause(2, "usage: ...") == process.cause(None, "") == ""
-    assert process.cause(137, "", oom_kills=2) == (
+    assert outcomes.cause(2, "usage: ...") == outcomes.cause(None, "") == ""
+    assert outcomes.cause(137, "", oom_kills=2) == (
         "a rank was killed by the kernel's OOM killer (SIGKILL; 2 OOM kills on this host "
         "during the trial)"
     )
-    assert process.cause(143, hydra, oom_kills=1) == "a rank was killed by SIGTERM"
-    assert not out.oom_killed and isinstance(process.oom_kills(), int)
+    assert outcomes.cause(143, hydra, oom_kills=1) == "a rank was killed by SIGTERM"
+    assert not out.oom_killed and isinstance(outcomes.oom_kills(), int)
 
 
 def test_parse_result_takes_last_bench_record():
@@ -169,8 +169,8 @@ def test_parse_result_takes_last_bench_record():
         'noise\n{"schema": "kit.bench/2", "a": 1}\n{"other": 2}\n'
         '{"schema": "kit.bench/2", "a": 2}\n'
     )
-    assert process.parse_result(text) == {"schema": "kit.bench/2", "a": 2}
-    assert process.parse_result("{not json\n") is None
+    assert readers.parse_result(text) == {"schema": "kit.bench/2", "a": 2}
+    assert readers.parse_result("{not json\n") is None
 
 
 # The launcher starts a mount daemon through a parent that exits a second later (as an
@@ -188,7 +188,7 @@ def test_a_mount_daemon_left_by_a_dead_apptainer_is_stopped(tmp_path):
     daemon = tmp_path / "squashfuse_ll"
     daemon.symlink_to("/bin/sleep")  # its name (comm) is the link's
     t0 = time.monotonic()
-    out = process.run(
+    out = supervise.run(
         ["sh", "-c", ORPHAN, "sh", str(daemon), str(tmp_path / "pid")],
         dict(os.environ),
         60,
@@ -196,14 +196,14 @@ def test_a_mount_daemon_left_by_a_dead_apptainer_is_stopped(tmp_path):
         lambda: None,
     )
     assert out.exit_code == 0, out.status
-    assert process.ORPHAN_GRACE_S + 1 <= time.monotonic() - t0 < process.ORPHAN_GRACE_S + 10
+    assert mounts.ORPHAN_GRACE_S + 1 <= time.monotonic() - t0 < mounts.ORPHAN_GRACE_S + 10
 
 
 def test_a_mount_daemon_whose_apptainer_lives_is_left_alone(tmp_path):
     daemon = tmp_path / "squashfuse_ll"
     daemon.symlink_to("/bin/sleep")
     argv = ["sh", "-c", '"$1" 6; true', "sh", str(daemon)]  # its parent waits for it
-    out = process.run(argv, dict(os.environ), 60, "kit-test-kept", lambda: None)
+    out = supervise.run(argv, dict(os.environ), 60, "kit-test-kept", lambda: None)
     assert out.exit_code == 0 and out.wall_s >= 6
 
 
@@ -215,9 +215,9 @@ def figure(metric: str = r"rate: (?P<rate>\S+)"):
     return command.Command("cmd", ("x",), (), command.pattern(metric), "", True, "last").reader
 
 
-def echo(text: str, read=None) -> process.Outcome:
+def echo(text: str, read=None) -> outcomes.Outcome:
     """A trial whose command prints one line and exits 0."""
-    return process.run(["echo", text], dict(os.environ), 30, f"t-echo-{ME}", lambda: None, read)
+    return supervise.run(["echo", text], dict(os.environ), 30, f"t-echo-{ME}", lambda: None, read)
 
 
 MUST = "a figure must be finite and above 0"
@@ -283,8 +283,8 @@ def test_an_optional_group_that_took_no_part_is_no_figure():
 def test_endless_output_is_read_as_it_streams_and_kept_bounded(monkeypatch):
     """`yes rate: 1` for the whole timeout: a timeout (a command that never ended gives no
     trial's figure), with only the tail of what it printed kept, headed by what was cut."""
-    monkeypatch.setattr(process, "TAIL_BYTES", 4096)
-    out = process.run(
+    monkeypatch.setattr(streams, "TAIL_BYTES", 4096)
+    out = supervise.run(
         ["yes", "rate: 1"], dict(os.environ), 1, f"t-yes-{ME}", lambda: None, figure()
     )
     assert (out.status, out.result) == ("timeout", None)
@@ -293,13 +293,13 @@ def test_endless_output_is_read_as_it_streams_and_kept_bounded(monkeypatch):
     cut, _, kept = stdout.partition(" bytes cut …\n")
     assert cut.startswith("… ") and int(cut[2:]) > 0 and 0 < len(kept) <= 4096
     assert set(kept.split("\n")) <= {"rate: 1", "rate: ", "rate:", "rate", "rat", "ra", "r", ""}
-    assert len(out.output_tail) <= process.TAIL_CHARS
+    assert len(out.output_tail) <= outcomes.TAIL_CHARS
 
 
 def test_the_result_is_read_from_all_the_output_the_log_keeps_its_end(monkeypatch):
     """The record printed first is read though it is long cut from the kept tail; a failed
     trial's log holds the last TAIL_BYTES of each stream, saying how many bytes came before."""
-    monkeypatch.setattr(process, "TAIL_BYTES", 1000)
+    monkeypatch.setattr(streams, "TAIL_BYTES", 1000)
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 2.0})
     ok = python(f"print({record!r}); print('x' * 5000)", f"t-long-ok-{ME}")
     assert ok.status == "ok" and ok.result["images_per_sec"] == 2.0
@@ -327,11 +327,11 @@ def test_lines_are_whole_however_the_output_arrives(monkeypatch):
     """A line split over reads is one line; \\r\\n and \\r end lines as Python reads text; a
     line longer than LINE_BYTES is skipped whole (never read as a shorter one); bytes that
     are not UTF-8 are replaced; the last line counts without its newline."""
-    monkeypatch.setattr(process, "LINE_BYTES", 8)
+    monkeypatch.setattr(streams, "LINE_BYTES", 8)
     data = b"a\r\nbb\rcc\n" + b"z" * 20 + b"\n\xffok\nlast"
     for size in (1, 2, 3, 7, len(data)):
         reader = Lines()
-        capture = process.Capture(reader)
+        capture = streams.Capture(reader)
         for i in range(0, len(data), size):
             capture.take(data[i : i + size])
         capture.end()
@@ -347,7 +347,7 @@ def test_a_pipe_held_open_outside_the_tree_does_not_hold_up_the_trial(tmp_path):
     escape = f"( env -i setsid sleep 60 & echo $! > {pid} ); echo rate: 3"
     t0 = time.monotonic()
     try:
-        out = process.run(
+        out = supervise.run(
             ["sh", "-c", escape], dict(os.environ), 30, f"t-held-{ME}", lambda: None, figure()
         )
     finally:

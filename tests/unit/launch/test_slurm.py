@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kit import runtimes
-from kit.core import benches
+from kit.core import benches, readers
 from kit.core.errors import KitError
 from kit.image import engine
-from kit.launch import process, slurm, slurm_wait
+from kit.launch import slurm, slurm_wait, streams
 from kit.runtimes import Job, Prepared
 
 PROG = [
@@ -219,17 +219,17 @@ def test_a_jobs_output_is_read_bounded_and_its_job_line_kept(tmp_path, monkeypat
     """A job's output files are read as a local trial's stdout is: its record (on stdout)
     and the script's job line (on stderr, a file of its own so that no stderr line can
     land inside the record's) are found however much follows them, and only tails kept."""
-    monkeypatch.setattr(process, "TAIL_BYTES", 100)
+    monkeypatch.setattr(streams, "TAIL_BYTES", 100)
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 3.0})
     output = tmp_path / "kit-c-1.out"
     output.write_text(f"{record}\n" + "noise\n" * 1000)
     slurm.errors(output).write_text("kit-slurm: job 42 nodes n[01-02]\n" + "warning\n" * 99)
     assert slurm.errors(output) == tmp_path / "kit-c-1.err"
-    reader, job = process.BenchRecord(), slurm.JobOutput()
-    text = process.read_file(output, reader).text()
-    process.read_file(slurm.errors(output), job)
+    reader, job = readers.BenchRecord(), slurm.JobOutput()
+    text = streams.read_file(output, reader).text()
+    streams.read_file(slurm.errors(output), job)
     assert (job.job_id, job.nodes) == ("42", "n[01-02]")
-    assert process.read_result(reader) == ({"schema": benches.SCHEMA, "images_per_sec": 3.0}, "")
+    assert readers.read_result(reader) == ({"schema": benches.SCHEMA, "images_per_sec": 3.0}, "")
     cut = len(output.read_bytes()) - 100
     assert text == f"… {cut} bytes cut …\n" + ("noise\n" * 1000)[-100:]
-    assert process.read_file(tmp_path / "none.out", job).text() == ""
+    assert streams.read_file(tmp_path / "none.out", job).text() == ""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.launch import hostload, process
+from kit.launch import hostload, proctree, supervise
 
 BURN = "import time\nwhile time.process_time() < 0.6: pass\n"  # 0.6 s of CPU, however slow
 PY = sys.executable
@@ -44,7 +44,7 @@ def spawn():
 
 
 def total_s(pid: int) -> float:
-    st = process._read(pid)
+    st = proctree._read(pid)
     assert st is not None
     return (st.cpu + st.reaped) / hostload.TICK
 
@@ -52,7 +52,7 @@ def total_s(pid: int) -> float:
 def test_the_trees_cpu_is_the_trials_own(spawn, tmp_path):
     burned = tmp_path / "burned"
     root = spawn(BURN + touch_then_sleep(burned))
-    tree = process.Tree(root.pid)
+    tree = proctree.Tree(root.pid)
     wait_for(burned)
     tree.scan()
     assert tree.window.own_s >= 0.5
@@ -82,7 +82,7 @@ subprocess.run([sys.executable, "-c", {CHILD!r}, {burned!r}, {go!r}])
 def test_a_child_waited_for_is_counted_in_its_parent_once(spawn, tmp_path):
     burned, go, reaped = tmp_path / "burned", tmp_path / "go", tmp_path / "reaped"
     root = spawn(parent_of_child(burned, go, reaped))
-    tree = process.Tree(root.pid)
+    tree = proctree.Tree(root.pid)
     wait_for(burned)
     tree.scan()  # sees the child, 0.6 s of CPU in its own counters
     assert len(tree.seen) == 1 and tree.window.own_s >= 0.5
@@ -97,7 +97,7 @@ def test_a_child_never_seen_is_counted_through_its_parent(spawn, tmp_path):
     burned, go, reaped = tmp_path / "burned", tmp_path / "go", tmp_path / "reaped"
     go.touch()
     root = spawn(parent_of_child(burned, go, reaped))
-    tree = process.Tree(root.pid)
+    tree = proctree.Tree(root.pid)
     wait_for(reaped)
     tree.scan()  # the first look: the child came and went before it
     assert tree.seen == {} and tree.window.own_s >= 0.5
@@ -108,7 +108,7 @@ def test_a_stretch_in_which_a_process_ended_unwatched_is_left_out(spawn, tmp_pat
     count, so that stretch counts neither for the trial nor for the machine."""
     burned, go = tmp_path / "burned", tmp_path / "go"
     root = spawn([PY, "-c", CHILD, str(burned), str(go)])
-    tree = process.Tree(root.pid)
+    tree = proctree.Tree(root.pid)
     wait_for(burned)
     tree.scan()
     counted = tree.window
@@ -131,7 +131,7 @@ pid = os.posix_spawn(sys.executable, [sys.executable, "-c", {CHILD!r}, {str(burn
 while os.path.exists(f"/proc/{{pid}}"):
     time.sleep(0.02)
 {touch_then_sleep(ended)}""")
-    tree = process.Tree(root.pid)
+    tree = proctree.Tree(root.pid)
     wait_for(burned)
     tree.scan()
     counted = tree.window
@@ -149,7 +149,7 @@ def test_a_marked_process_outside_the_tree_is_the_trials_own(spawn, tmp_path):
     root = spawn("import time; time.sleep(300)")
     ranks = spawn(BURN + touch_then_sleep(mine), env={"KIT_TRIAL": marker})
     neighbour = spawn(BURN + touch_then_sleep(theirs), env={"KIT_TRIAL": "kit-test-other"})
-    tree = process.Tree(root.pid, marker=marker)
+    tree = proctree.Tree(root.pid, marker=marker)
     wait_for(mine)
     wait_for(theirs)
     tree.scan()
@@ -166,7 +166,7 @@ def test_a_process_that_execs_into_the_trial_is_checked_again(spawn, tmp_path):
     wait = f"while [ ! -e {go} ]; do sleep 0.02; done"
     root = spawn("import time; time.sleep(300)")
     later = spawn(["sh", "-c", f'{wait}; exec env KIT_TRIAL={marker} "$0" -c "$1"', PY, code])
-    tree = process.Tree(root.pid, marker=marker)
+    tree = proctree.Tree(root.pid, marker=marker)
     tree.scan()
     assert any(pid == later.pid and name == "sh" for pid, _, name in tree.unmarked)
     go.touch()
@@ -180,24 +180,24 @@ def test_each_process_environment_is_read_once(spawn, monkeypatch):
     """The watch runs beside the measurement: a process already found without the marker
     is not read again while its pid, start time and name stay the same."""
     root = spawn("import time; time.sleep(300)")
-    tree = process.Tree(root.pid, marker="kit-test-cpu-3")
+    tree = proctree.Tree(root.pid, marker="kit-test-cpu-3")
     tree.scan()
     before = set(tree.unmarked)
     assert before
     again: Counter[int] = Counter()
-    real = process._carries
+    real = proctree._carries
 
     def counting(pid: int, marker: str) -> bool:
-        st = process._read(pid)
+        st = proctree._read(pid)
         if st and (pid, st.start, st.name) in before:
             again[pid] += 1
         return real(pid, marker)
 
-    monkeypatch.setattr(process, "_carries", counting)
+    monkeypatch.setattr(proctree, "_carries", counting)
     tree.scan()
     assert not again
 
 
 def test_a_trial_outcome_carries_its_watch():
-    out = process.run([PY, "-c", "pass"], dict(os.environ), 30, "kit-test-cpu-4", lambda: None)
+    out = supervise.run([PY, "-c", "pass"], dict(os.environ), 30, "kit-test-cpu-4", lambda: None)
     assert isinstance(out.window, hostload.Window)

@@ -24,7 +24,7 @@ import pytest
 
 from kit.core import benches
 from kit.image import recipes
-from kit.launch import hostload, launchers, process
+from kit.launch import hostload, launchers, outcomes
 from kit.results import analysis, stats, store
 from kit.run import campaign, plan, trial
 
@@ -140,7 +140,7 @@ class Simulated(launchers.Launcher):
             "framework_version": "2.x",
             "mpi_library": "MPICH 4.0.2",
         }
-        return launchers.Launched(["sim"], process.Outcome("ok", 0, 1.0, result, ""))
+        return launchers.Launched(["sim"], outcomes.Outcome("ok", 0, 1.0, result, ""))
 
     def host_load(self, *_args, **_kw) -> dict:
         """The trial's host record: the other job's CPU where it slowed the launch."""

@@ -11,7 +11,7 @@ from kit import cli
 from kit.core import benches
 from kit.core.errors import RunFailed
 from kit.image import recipes
-from kit.launch import hostload, launchers, process
+from kit.launch import hostload, launchers, outcomes
 from kit.results import stats
 from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
@@ -67,7 +67,7 @@ class Scripted(launchers.Launcher):
             "mpi_library": "MPICH 4.0.2",
         }
         tail = "RuntimeError: out of memory" if end == "oom" else "boom"
-        outcome = process.Outcome(
+        outcome = outcomes.Outcome(
             "failed" if end == "oom" else end,
             0 if end == "ok" else 1,
             0.0,
@@ -169,7 +169,7 @@ class Stepped(Scripted):
         self.started[-1] = (rt.arm, job.program, None)
         o = launched.outcome
         result = {**o.result, "step_times_s": [0.45, 0.55, 0.45]}
-        return launchers.Launched(launched.argv, process.Outcome("ok", 0, 9.45, result, ""))
+        return launchers.Launched(launched.argv, outcomes.Outcome("ok", 0, 9.45, result, ""))
 
 
 def test_min_time_auto_is_chosen_from_the_warm_up_round(tmp_path, capsys):

@@ -25,15 +25,15 @@ def test_program_argv_per_benchmark():
 
 def test_out_of_memory_is_a_result_whoever_reports_it():
     def outcome(status, result=None, tail=""):
-        return trial.process.Outcome(status, 1, 1.0, result, tail)
+        return trial.outcomes.Outcome(status, 1, 1.0, result, tail)
 
     assert trial.status(outcome("failed", {"status": "oom"})) == "oom"
     tf_abort = "Allocator (mklcpu) ran out of memory trying to allocate 3.06GiB"
     assert trial.status(outcome("failed", None, tf_abort)) == "oom"
     slurm = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0."
     assert trial.status(outcome("failed", None, slurm)) == "oom"
-    killed = trial.process.Outcome("failed", 137, 1.0, None, "", oom_killed=True)
-    assert trial.status(killed) == "oom"  # the kernel's OOM killer, counted by process.run
+    killed = trial.outcomes.Outcome("failed", 137, 1.0, None, "", oom_killed=True)
+    assert trial.status(killed) == "oom"  # the kernel's OOM killer, counted by supervise.run
     assert trial.status(outcome("failed", None, "Segmentation fault")) == "failed"
     assert trial.status(outcome("timeout", None, "out of memory")) == "timeout"
     gone = "docker: Cannot connect to the Docker daemon at unix:///x.sock. Is it running?"

@@ -1,0 +1,230 @@
+"""A trial's processes, as /proc shows them: the tree under its launcher, the processes
+elsewhere that carry its marker (KIT_TRIAL, in the environment kit starts it with: a
+container's ranks run under their engine, not under kit), and the CPU time of both beside
+the machine's, the host-load record's evidence (hostload). Also what one of them is
+(describe: its rank, command and CPU) and which MPI library files they mapped.
+
+Helpers leave the launcher's process group: MPI launchers put each rank in a session of
+its own, and Apptainer's squashfuse mount daemon also clears its environment and outlives
+its parent. So the tree is remembered look by look while the trial runs (Tree), and what
+it ever held, with what carries the marker, is what stopping the trial stops.
+"""
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import NamedTuple
+
+from kit.image.foreign import MPI_LIBRARIES
+from kit.launch import hostload
+
+
+class Stat(NamedTuple):
+    """What a look at the process tree needs of /proc/PID/stat (CPU in clock ticks)."""
+
+    name: str  # comm: the executable's name, which an exec changes
+    zombie: bool
+    ppid: int
+    start: str
+    cpu: int  # utime + stime
+    reaped: int  # cutime + cstime: the children it waited for, with theirs
+
+
+def _read(pid: int) -> Stat | None:
+    """pid's stat, a zombie's too (its times are final); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            head, _, rest = f.read().rpartition(b")")
+        x = rest.split()
+        name = head.partition(b"(")[2].decode(errors="replace")
+        cpu, reaped = int(x[11]) + int(x[12]), int(x[13]) + int(x[14])
+        return Stat(name, x[0] == b"Z", int(x[1]), x[19].decode(), cpu, reaped)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of pid, or None once it is gone or a zombie."""
+    st = _read(pid)
+    return None if st is None or st.zombie else (st.ppid, st.start)
+
+
+def running(pid: int, start: str | None) -> bool:
+    """Whether pid is still the process that started at `start` (not a zombie, and not
+    another process that reused its pid)."""
+    return (st := _stat(pid)) is not None and st[1] == start
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def trial_of(pid: int) -> str | None:
+    """The trial marker (KIT_TRIAL) in pid's environment, if it is readable by us."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"KIT_TRIAL="):
+            return entry.removeprefix(b"KIT_TRIAL=").decode(errors="replace")
+    return None
+
+
+def _carries(pid: int, marker: str) -> bool:
+    return trial_of(pid) == marker
+
+
+def marked(marker: str | re.Pattern[str]) -> list[int]:
+    """Pids (readable by us, never this one) whose trial marker is `marker`, or matches it
+    whole (a pattern: the trials of a campaign)."""
+    me = os.getpid()
+    if isinstance(marker, str):
+        return [pid for pid in _pids() if pid != me and _carries(pid, marker)]
+    return [pid for pid in _pids() if pid != me and marker.fullmatch(trial_of(pid) or "")]
+
+
+RANK_VARS = (b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK=", b"SLURM_PROCID=")
+
+
+def describe(pid: int) -> dict | None:
+    """Rank (from the launcher's environment, if readable), command and CPU seconds of pid."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        environ = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if (st := _read(pid)) is None:
+        return None
+    rank = next(
+        (int(v.split(b"=", 1)[1]) for v in environ for p in RANK_VARS if v.startswith(p)), None
+    )
+    cpu_s = st.cpu / hostload.TICK
+    return {"pid": pid, "rank": rank, "cpu_s": round(cpu_s, 1), "command": cmd.strip()[:200]}
+
+
+def mapped_mpi(pids: list[int]) -> set[str]:
+    """The MPI library files (by ABI family, foreign.MPI_LIBRARIES) these processes have
+    mapped, as each sees its file system (inside its container)."""
+    found = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+            name = path.rsplit("/", 1)[-1]
+            if path.startswith("/") and any(p.match(name) for p, _ in MPI_LIBRARIES):
+                found.add(path)
+    return found
+
+
+Key = tuple[int, str]  # one process: its pid and start time (a reused pid is another)
+
+
+class Tree:
+    """Remembers every process that descends from root while the trial runs, finds those
+    outside it that carry the trial's marker (a container's, which run under its engine),
+    and counts the CPU time of both beside the whole machine's, one look (scan) at a time.
+
+    CPU is counted stretch by stretch, from one look to the next, with the machine's
+    (/proc/stat) read in the same look, so both cover the same instants. A process's total
+    is utime+stime+cutime+cstime: its own time and that of the children it waited for (with
+    theirs), so a child too short-lived to be seen is counted in its parent. A stretch's
+    own CPU is the trial's processes' totals now minus at the last look, and counts each
+    second once: a process that ended meanwhile, waited for by a parent still watched, has
+    its whole time in that parent's cutime now, no longer in its own (checked: the parent's
+    cutime grew by at least what its ended children held when last seen, which a parent
+    ignoring SIGCHLD never adds). A stretch in which a process ended otherwise (the root,
+    waited for by kit; a container's init, by the engine; an orphan, by init) lost what it
+    used since the last look: that stretch is left out of the window, the machine's time
+    with the trial's, so no share is skewed by it. The window is the trial's stretches
+    but those: usually all but the last one or two.
+
+    A process outside the tree is checked for the marker once (one read of its environ)
+    by pid, start time and name: an exec that gives a process the marker also renames it
+    (runc's init becoming the container's docker-init or catatonit), and is checked again.
+    A container process that clears its environment counts in its parent once waited for.
+    """
+
+    def __init__(self, root: int, marker: str = "") -> None:
+        self.root, self.marker = root, marker
+        self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
+        self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
+        self.root_start = st[1] if (st := _stat(root)) else None
+        self.marked: set[Key] = set()  # outside the tree, with the marker, at the last look
+        self.unmarked: set[tuple[int, str, str]] = set()  # checked: pid, start time, name
+        # the trial's processes at the last look: total CPU, reaped CPU (ticks), parent
+        self.cpu: dict[Key, tuple[int, int, Key | None]] = {}
+        self.machine = hostload.cpu()  # at the last look
+        self.window = hostload.Window()
+        self.lock = threading.Lock()  # the watch's looks and kit's own at the end
+
+    def scan(self) -> None:
+        """One look at /proc: the tree's new descendants, the marked processes, their CPU."""
+        with self.lock:
+            machine = hostload.cpu()
+            procs = {pid: st for pid in _pids() if (st := _read(pid))}
+            children: dict[int, list[int]] = {}
+            for pid, st in procs.items():
+                if not st.zombie:
+                    children.setdefault(st.ppid, []).append(pid)
+            todo = [self.root, *self.seen]
+            while todo:
+                parent = todo.pop()
+                for child in children.get(parent, []):
+                    if child not in self.seen:
+                        self.seen[child] = procs[child].start
+                        self.parent[child] = (parent, self.seen.get(parent, self.root_start))
+                        todo.append(child)
+            self._count(self._trial(procs), procs, machine)
+
+    def _trial(self, procs: dict[int, Stat]) -> dict[Key, Stat]:
+        """The trial's processes now: the root, its descendants and the marked ones."""
+        trial: dict[Key, Stat] = {}
+        marked: set[Key] = set()
+        unmarked: set[tuple[int, str, str]] = set()
+        me = os.getpid()
+        for pid, st in procs.items():
+            key, checked = (pid, st.start), (pid, st.start, st.name)
+            if (pid == self.root and st.start == self.root_start) or self.seen.get(pid) == st.start:
+                trial[key] = st
+            elif not self.marker or pid == me:
+                continue
+            elif key in self.marked or (
+                checked not in self.unmarked and _carries(pid, self.marker)
+            ):
+                trial[key] = st
+                marked.add(key)
+            else:
+                unmarked.add(checked)
+        self.marked, self.unmarked = marked, unmarked
+        return trial
+
+    def _count(self, trial: dict[Key, Stat], procs: dict[int, Stat], machine: hostload.Cpu) -> None:
+        """Add the stretch since the last look to the window, unless one of the trial's
+        processes ended in it without its time reaching a watched parent (see the class)."""
+        cpu: dict[Key, tuple[int, int, Key | None]] = {}
+        for key, st in trial.items():
+            parent = (st.ppid, procs[st.ppid].start) if st.ppid in procs else None
+            cpu[key] = (st.cpu + st.reaped, st.reaped, parent)
+        held: dict[Key, int] = {}  # a watched parent -> what its ended children held
+        whole = True
+        for key, (total, _, parent) in self.cpu.items():
+            if key in cpu:
+                continue
+            if parent in cpu and parent in self.cpu:
+                held[parent] = held.get(parent, 0) + total
+            else:
+                whole = False
+        if whole and all(cpu[p][1] - self.cpu[p][1] >= ticks for p, ticks in held.items()):
+            own = sum(c[0] for c in cpu.values()) - sum(c[0] for c in self.cpu.values())
+            self.window = self.window.plus(self.machine, machine, own / hostload.TICK)
+        self.cpu, self.machine = cpu, machine
+
+    def alive(self) -> list[int]:
+        seen = list(self.seen.items())  # at once: a look may be adding to it
+        return [pid for pid, start in seen if running(pid, start)]
