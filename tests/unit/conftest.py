@@ -50,3 +50,11 @@ def _in_a_folder_of_its_own(tmp_path, monkeypatch) -> None:
     --out (results/... under the working folder) can be made, and CI's job user cannot
     write into the root-owned checkout; nor should a test leave files in it."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_catalogue(monkeypatch) -> None:
+    """Campaigns run by unit tests register in no results catalogue: not in the user's
+    cache, and not at a cost to the simulations' thousands of campaigns (the tests of
+    the catalogue name their own file)."""
+    monkeypatch.setenv("KIT_CATALOGUE", "off")

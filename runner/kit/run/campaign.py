@@ -13,7 +13,7 @@ from kit.core.errors import KitError, RunFailed
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
-from kit.results import store
+from kit.results import catalogue, store
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
@@ -32,6 +32,23 @@ def unsuccessful(records: list[dict]) -> list[str]:
         for arm, c in ends.items()
         if not c["ok"] and not c["oom"]
     ]
+
+
+def register(out_dir: Path) -> None:
+    """File the campaign in the results catalogue (catalogue.default_path()). Its records
+    are safe in out_dir whatever happens here, so a catalogue that cannot take it costs
+    one warning line, never the campaign."""
+    path = catalogue.default_path()
+    if path is None:
+        return
+    try:
+        catalogue.add(path, [out_dir])
+    except Exception as e:  # any failure at all: the campaign itself has ended as it did
+        print(
+            f"kit: warning: campaign not registered in the catalogue {path}: {e}; "
+            f"kit results add {out_dir} registers it later",
+            file=sys.stderr,
+        )
 
 
 def mpirun_for(recipe: Recipe, override: str | None) -> str:
@@ -161,27 +178,31 @@ def execute(
         trials_s = sum(x["wall_s"] for x in records) - before_s
         return before_s + max(time.monotonic() - t_start, trials_s)
 
-    while (why := stop_reason(design, records, r, spent())) is None:
-        if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
-            print(f"campaign {campaign}: {short}", file=sys.stderr)
-        if r == design.warmups and context.opts.auto_min_time:
-            opts, length = auto_min_time(context.opts, [x for x in records if x["warmup"]])
-            context = dataclasses.replace(context, opts=opts)
-            print(f"campaign {campaign}: {length}", file=sys.stderr)
-        for k, p in enumerate(design.round(r)):
-            i = r * per_round + k
-            if i in done:
-                continue
-            t_trial = time.monotonic()
-            rt = by_arm[p.runtime]
-            record = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
-            records.append(record)
-            own_s += time.monotonic() - t_trial - record["wall_s"]
-            ran += 1
-            progress.say(ran, total, record, time.monotonic() - t_start, r)
-            if record["status"] == "interrupted":
-                raise KeyboardInterrupt
-        r += 1
+    try:  # registered however it ends: finished, stopped, interrupted or failed
+        while (why := stop_reason(design, records, r, spent())) is None:
+            if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
+                print(f"campaign {campaign}: {short}", file=sys.stderr)
+            if r == design.warmups and context.opts.auto_min_time:
+                opts, length = auto_min_time(context.opts, [x for x in records if x["warmup"]])
+                context = dataclasses.replace(context, opts=opts)
+                print(f"campaign {campaign}: {length}", file=sys.stderr)
+            for k, p in enumerate(design.round(r)):
+                i = r * per_round + k
+                if i in done:
+                    continue
+                t_trial = time.monotonic()
+                rt = by_arm[p.runtime]
+                record = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
+                records.append(record)
+                own_s += time.monotonic() - t_trial - record["wall_s"]
+                ran += 1
+                progress.say(ran, total, record, time.monotonic() - t_start, r)
+                if record["status"] == "interrupted":
+                    raise KeyboardInterrupt
+            r += 1
+    finally:
+        if ran:
+            register(out_dir)
     summary = (why or f"{fixed} rounds done") + (f"; {length}" if length else "")
     if ran:
         print(

@@ -1,0 +1,130 @@
+"""`kit check`: a regression gate for CI and cron, on the report's own intervals.
+
+A gate that fails on a point estimate fails on noise as often as on a change. This one
+fails (exit 1) only when the whole interval lies beyond the bound; when the interval
+straddles the bound it says "cannot tell" with a warning and passes, since the campaign
+cannot tell, and more rounds would narrow it; within the bound it passes.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core import units
+from kit.core.errors import KitError
+from kit.results import analysis, compare, stats
+
+WITHIN, BEYOND, CANNOT_TELL = "within", "BEYOND", "cannot tell"
+STRADDLES = "its interval straddles the bound"
+
+
+@dataclass(frozen=True)
+class Checked:
+    what: str  # e.g. "docker overhead, torch-cnn resnet50 ..."
+    interval: stats.Interval | None  # of the quantity bounded; None: no interval to judge
+    bound: float
+    outcome: str
+    note: str = ""  # why no interval (too few rounds, mismatched software)
+
+
+def bounds(text: str) -> dict[str, float]:
+    """'docker=5%,singularity=3%' as {arm: overhead bound}."""
+    out = {}
+    for part in text.split(","):
+        arm, sep, pct = (x.strip() for x in part.partition("="))
+        if not sep or not arm:
+            raise KitError(
+                f"--max-overhead '{text}' must be ARM=PCT[,ARM=PCT], e.g. docker=5%,singularity=3%"
+            )
+        out[arm] = units.percent(f"--max-overhead {arm}", pct)
+    return out
+
+
+def judge(iv: stats.Interval, low: float, high: float) -> str:
+    """Where an interval lies against the allowed range [low, high]."""
+    if iv.low > high or iv.high < low:
+        return BEYOND
+    if low <= iv.low and iv.high <= high:
+        return WITHIN
+    return CANNOT_TELL
+
+
+def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Checked]:
+    """Each bounded arm's overhead against native in each configuration, from the report's
+    own analysis (its family-adjusted intervals, with the launches it left out put back
+    where that widens them)."""
+    a = analysis.analyse([out_dir], conf)
+    arms = {arm.runtime for g in a.groups for arm in g.arms}
+    if missing := sorted(allowed.keys() - arms):
+        raise KitError(
+            f"--max-overhead names {', '.join(missing)}, not an arm of {out_dir} "
+            f"(arms: {', '.join(sorted(arms))})"
+        )
+    out = []
+    for g in a.groups:
+        for arm in g.arms:
+            if arm.runtime not in allowed or arm.against != analysis.REFERENCE:
+                continue
+            bound, what = allowed[arm.runtime], f"{arm.runtime} overhead, {compare.describe(g.key)}"
+            both = [iv for iv in (arm.ratio, arm.ratio_all) if iv is not None]
+            if not both or any(iv.short for iv in both):
+                out.append(Checked(what, None, bound, CANNOT_TELL, arm.verdict or "no interval"))
+                continue
+            low, high = min(iv.low for iv in both), max(iv.high for iv in both)
+            # overhead: the share of native's figure lost (higher is better), or added
+            faster = a.metric(g.key.bench).higher_is_better
+            cost = (
+                stats.Interval(1 - arm.ratio.value, 1 - high, 1 - low, arm.ratio.coverage)
+                if faster
+                else stats.Interval(arm.ratio.value - 1, low - 1, high - 1, arm.ratio.coverage)
+            )
+            out.append(Checked(what, cost, bound, judge(cost, -math.inf, bound)))
+    return out
+
+
+def change(
+    out_dir: Path, against: compare.Side, bound: float, conf: float, renamed: dict[str, str]
+) -> list[Checked]:
+    """Each runtime's change of overhead, and native's of throughput, from the selection
+    to the campaign, against ±bound."""
+    c = compare.compare(against, compare.side(str(out_dir), None), conf, renamed)
+    out = []
+    for ch in c.changes:
+        what = f"{ch.runtime} {ch.measure}, {compare.describe(ch.key)}"
+        if ch.interval is None:
+            out.append(Checked(what, None, bound, CANNOT_TELL, ch.verdict))
+            continue
+        iv = ch.interval
+        shift = stats.Interval(iv.value - 1, iv.low - 1, iv.high - 1, iv.coverage)
+        out.append(Checked(what, shift, bound, judge(shift, -bound, bound)))
+    return out
+
+
+def text(checked: list[Checked], kind: str) -> str:
+    """One line a check: the quantity with its interval, the bound, and the outcome."""
+    lines = []
+    for c in checked:
+        if c.interval is None:
+            lines.append(f"{c.outcome}: {c.what}: {c.note}")
+            continue
+        iv = c.interval
+        bound = f"{c.bound:.1%}" if kind == "overhead" else f"±{c.bound:.1%}"
+        lines.append(
+            f"{c.outcome}: {c.what}: {kind} {iv.value:+.1%} [{iv.low:+.1%}, {iv.high:+.1%}], "
+            f"bound {bound}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def warnings(checked: list[Checked]) -> list[str]:
+    """The warning for each check the interval cannot settle."""
+    return [
+        f"cannot tell whether {c.what} is within the bound ({c.note or STRADDLES}); more "
+        "rounds narrow the interval"
+        for c in checked
+        if c.outcome == CANNOT_TELL
+    ]
+
+
+def failed(checked: list[Checked]) -> bool:
+    return any(c.outcome == BEYOND for c in checked)

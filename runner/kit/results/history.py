@@ -1,0 +1,88 @@
+"""`kit history IMAGE --runtime R`: one runtime's overhead, campaign by campaign, over time.
+
+Each row is one campaign's ratio of the arm to native with its interval, as that
+campaign's report gives it (paired by round, Bonferroni within the campaign), and what
+changed since the row before of the same configuration: the runtime's version,
+the kernel, the image's digest or the host. Those are what a centre upgrades, so they
+are what a step in the ratio is read against.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.results import analysis, catalogue, compare, selection, stats
+from kit.results.analysis import Key
+
+WATCHED = ("runtime", "kernel", "image", "host")  # what a row's "changed" names
+
+
+@dataclass(frozen=True)
+class Point:
+    started: str
+    campaign: str
+    arm: str
+    key: Key
+    ratio: stats.Interval | None
+    verdict: str
+    facts: dict[str, str]  # WATCHED -> the value most of the arm's trials had
+    changed: list[str]  # "kernel 6.1 -> 6.8", against the row before
+
+
+def _facts(rs: list[dict]) -> dict[str, str]:
+    def most(values: list[str]) -> str:
+        return Counter(values).most_common(1)[0][0]
+
+    return {
+        "runtime": most([r["runtime_version"] for r in rs]),
+        "kernel": most([str(r["host"].get("kernel", "?")) for r in rs]),
+        "image": most([str(r.get("image_digest") or "?")[:19] for r in rs]),
+        "host": most([str(r["host"].get("hostname", "?")) for r in rs]),
+    }
+
+
+def points(path: Path, sel: selection.Selection, conf: float) -> list[Point]:
+    """The selected campaigns' ratios of sel.runtime's arms (R and its R@LABEL arms) to
+    native, oldest first."""
+    out: list[Point] = []
+    last: dict[Key, dict[str, str]] = {}
+    with catalogue.opened(path) as db:
+        listed = selection.campaigns(db, sel)
+        by_id = {c.id: selection.records(db, [c.id]) for c in listed}
+    for c in listed:
+        rs = by_id[c.id]
+        a = analysis.summarise(rs, c.folder, conf)
+        for g in a.groups:
+            for arm in g.arms:
+                name = arm.runtime
+                if arm.against != analysis.REFERENCE or name.split("@")[0] != sel.runtime:
+                    continue
+                mine = [r for r in rs if r["runtime"] == name and not r["warmup"]]
+                facts = _facts(mine)
+                before = last.get(g.key, facts)
+                changed = [
+                    f"{k} {before[k]} -> {facts[k]}" for k in WATCHED if before[k] != facts[k]
+                ]
+                last[g.key] = facts
+                out.append(Point(c.started, c.campaign, name, g.key, arm.ratio, arm.verdict,
+                                 facts, changed))  # fmt: skip
+    return out
+
+
+def text(pts: list[Point]) -> str:
+    """A table a configuration: one row a campaign."""
+    lines: list[str] = []
+    head = ("STARTED", "CAMPAIGN", "ARM", "RATIO", "INTERVAL", "VERDICT", "CHANGED")
+    for key in dict.fromkeys(p.key for p in pts):
+        rows = [head] + [
+            (p.started or "-", p.campaign, p.arm,
+             f"{p.ratio.value:.3f}" if p.ratio else "-",
+             f"[{p.ratio.low:.3f}, {p.ratio.high:.3f}]" if p.ratio else "-",
+             p.verdict, "; ".join(p.changed) or "-")
+            for p in pts if p.key == key
+        ]  # fmt: skip
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines += ["", compare.describe(key)] if lines else [compare.describe(key)]
+        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                  for r in rows]  # fmt: skip
+    return "\n".join(lines) + "\n"

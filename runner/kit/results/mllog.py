@@ -1,0 +1,83 @@
+"""`kit export DIR --format mllog`: a campaign's trials as MLPerf-style `:::MLLOG` lines.
+
+MLCommons' logging format is what training results are exchanged in: one JSON event a
+line after the `:::MLLOG ` prefix, its fields in the order namespace, time_ms,
+event_type, key, value, metadata (the call site as file and lineno). Each measured
+trial becomes one file of its own (one run a file, as MLPerf's tools read them): the
+submission's description, the global batch size, init_start/init_stop around the
+launch's start-up, run_start/run_stop around the trial (its status success or aborted),
+and the throughput of each timed step as tracked_stats (samples/s, with its step). The
+events are built by benchmarks/mllog_lines.py, which the benchmarks write theirs with;
+mlperf-logging's own parser reads them (tests/unit/results/test_mllog.py).
+"""
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from kit.core import benches, paths
+from kit.core.errors import KitError
+from kit.results import record, store
+
+SOURCE = "kit export"  # the metadata's file: these events were written from the records
+
+
+def _builder() -> ModuleType:
+    """benchmarks/mllog_lines.py, the writer the benchmarks use in their images, loaded from
+    the checkout as kit.core.benches loads kitschema, once per process (the tests import
+    the same file): one event builder for the benchmarks and the export."""
+    if "mllog_lines" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "mllog_lines", paths.repo_root() / "benchmarks" / "mllog_lines.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["mllog_lines"] = module
+    return sys.modules["mllog_lines"]
+
+
+_events = _builder()
+PREFIX: str = _events.PREFIX
+
+
+def lines(r: dict) -> list[str]:
+    """One trial's events, timed from its start label and its own measurements."""
+    when = record.started(r)
+    if when is None:
+        return []
+    t0 = int(when.timestamp() * 1000)
+    result = r.get("result") or {}
+    ok = r["status"] == "ok"
+    figure = benches.metric(r["bench"], result) if ok else None
+    return _events.run(
+        SOURCE,
+        {
+            "submission_benchmark": f"{r['bench']} {r['model']}",
+            "submission_platform": str(r["host"].get("cpu_model", "?")),
+            "submission_status": "research",
+        },
+        r["batch_size"] * r["ranks"],
+        t0 + int(1000 * (result.get("startup_s") or 0)),
+        t0 + int(1000 * (r.get("wall_s") or 0)),
+        result.get("step_times_s") or [],
+        ok,
+        init_start_ms=t0,
+        throughput=(result.get(figure.key), figure.unit) if figure else None,
+        runtime=r["runtime"],
+    )
+
+
+def export(out_dir: Path, to: Path | None) -> Path:
+    """Write each measured trial of the campaign in out_dir as TO/trial-INDEX-ARM.log
+    (TO: out_dir/mllog); the folder written."""
+    records = [r for r in store.load(out_dir).records if not r["warmup"]]
+    if not records:
+        raise KitError(f"no measured trials in {out_dir / store.FILE}; pass a kit run --out DIR")
+    folder = to or out_dir / "mllog"
+    paths.make_dir(folder, "--out")
+    for r in records:
+        name = f"trial-{r['index']:05d}-{re.sub(r'[^A-Za-z0-9._-]', '_', r['runtime'])}.log"
+        (folder / name).write_text("\n".join(lines(r)) + "\n")
+    return folder

@@ -1,0 +1,238 @@
+"""The results catalogue: a real SQLite file in tmp_path, written by real processes."""
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kit import cli
+from kit.core.errors import KitError
+from kit.results import catalogue, selection, store
+from kit.run import campaign
+from tests.unit.records import campaign_folder
+from tests.unit.run.test_campaign_run import Scripted, run
+
+RUNNER = str(Path(__file__).resolve().parents[2] / "runner")
+
+
+def kit(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def trials_in(db_path: Path) -> int:
+    with sqlite3.connect(db_path) as db:
+        return db.execute("SELECT count(*) FROM trials").fetchone()[0]
+
+
+def test_adding_again_or_a_copy_stores_nothing_twice_and_a_resume_adds_what_is_new(tmp_path):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 5, {"native": 1.0, "docker": 0.9})
+    (added,) = catalogue.add(db, [a])
+    assert (added.campaigns, added.new) == (1, 10)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in (store.FILE, store.SPEC_FILE):
+        (copy / name).write_bytes((a / name).read_bytes())
+    assert [x.new for x in catalogue.add(db, [a, copy])] == [0, 0]
+    more = campaign_folder(tmp_path / "more", "c1", 7, {"native": 1.0, "docker": 0.9})
+    (a / store.FILE).write_bytes((more / store.FILE).read_bytes())  # --resume ran 2 rounds
+    (more / store.SPEC_FILE).write_bytes((a / store.SPEC_FILE).read_bytes())
+    assert catalogue.add(db, [a])[0].new == 4
+    listed, records = selection.select(db, selection.Selection())
+    assert len(listed) == 1 and len(records) == 14 == trials_in(db)
+    assert listed[0].folder == str(a.absolute()) and listed[0].ok == 14
+
+
+def test_ls_filters_by_image_runtime_version_host_dates_and_preset(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    campaign_folder(tmp_path / "p" / "leg", "c1", 3, {"native": 1, "docker@cut": 0.9})
+    (tmp_path / "p" / store.PRESET_FILE).write_text(json.dumps({"name": "overhead"}))
+    campaign_folder(
+        tmp_path / "b", "c2", 3, {"native": 1, "singularity": 1}, host="nodeB",
+        started="2026-11-20T10:00:00+00:00", runtime_version="apptainer 1.3.4",
+    )  # fmt: skip
+    assert kit(capsys, "results", "add", str(tmp_path / "p"), str(tmp_path / "b"),
+               "--catalogue", str(db))[0] == 0  # fmt: skip
+
+    def ids(*filters: str) -> list[str]:
+        code, out, err = kit(capsys, "results", "ls", "--json", "--catalogue", str(db), *filters)
+        assert code == 0, err
+        return [c["campaign"] for c in json.loads(out)]
+
+    assert ids() == ["c1", "c2"]
+    assert ids("--runtime", "docker") == ["c1"]  # an arm docker@LABEL is docker's
+    assert ids("--runtime", "docker@cut") == ["c1"]
+    assert ids("--runtime-version", "1.3.4") == ["c2"]
+    assert ids("--host", "nodeB") == ["c2"]
+    assert ids("--since", "2026-11-10") == ["c2"]
+    assert ids("--until", "2026-11-01") == ["c1"]  # a date: to the end of that day
+    assert ids("--preset", "overhead") == ["c1"]
+    assert ids("--image", "pytorch-mpich", "--host", "nodeA") == ["c1"]
+    code, out, err = kit(capsys, "results", "ls", "--catalogue", str(db))
+    assert out.splitlines()[0].split()[:3] == ["CAMPAIGN", "STARTED", "IMAGE"]
+    code, _, err = kit(capsys, "results", "ls", "--since", "last week", "--catalogue", str(db))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("kit: error: --since 'last week' is not a date or time; give e.g. ")
+
+
+ADD = textwrap.dedent(
+    """
+    import sys
+    from kit.results import catalogue
+    from pathlib import Path
+    catalogue.add(Path(sys.argv[1]), [Path(sys.argv[2])])
+    """
+)
+
+
+def test_two_campaigns_ending_at_once_both_land(tmp_path):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 20, {"native": 1, "docker": 0.9}, seed=1)
+    b = campaign_folder(tmp_path / "b", "c2", 20, {"native": 1, "docker": 0.9}, seed=2)
+    catalogue.add(db, [])  # made, so that the test can hold its lock
+    env = {**os.environ, "PYTHONPATH": RUNNER}
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # both writers start while the file is locked
+    writers = [
+        subprocess.Popen([sys.executable, "-c", ADD, str(db), str(d)], env=env) for d in (a, b)
+    ]
+    time.sleep(1.5)  # long enough for both to be waiting for it
+    holder.execute("COMMIT")
+    holder.close()
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    listed, records = selection.select(db, selection.Selection())
+    assert sorted(c.campaign for c in listed) == ["c1", "c2"] and len(records) == 80
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from kit.results import catalogue
+    def die(db, row):  # after the trials' rows were inserted, before the commit
+        os.kill(os.getpid(), signal.SIGKILL)
+    catalogue._summarise = die
+    catalogue.add(Path(sys.argv[1]), [Path(sys.argv[2])])
+    """
+)
+
+
+def test_a_kill_9_during_an_insert_leaves_the_state_before_it(tmp_path):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 4, {"native": 1, "docker": 0.9})
+    b = campaign_folder(tmp_path / "b", "c2", 30, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [a])
+    env = {**os.environ, "PYTHONPATH": RUNNER}
+    child = subprocess.run([sys.executable, "-c", KILLED, str(db), str(b)], env=env)
+    assert child.returncode == -signal.SIGKILL
+    listed, records = selection.select(db, selection.Selection())
+    assert [c.campaign for c in listed] == ["c1"] and len(records) == 8
+    assert catalogue.add(db, [b])[0].new == 60  # and the next add lands whole
+
+
+@pytest.mark.parametrize("kind", ["bytes", "sqlite", "damaged"])
+def test_a_file_that_is_not_a_kit_catalogue_is_one_line_and_never_written(tmp_path, capsys, kind):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    if kind == "bytes":
+        db.write_bytes(b"my notes, not a database\n" * 20)
+    elif kind == "sqlite":
+        with sqlite3.connect(db) as other:
+            other.execute("CREATE TABLE jobs (id INTEGER)")
+    else:
+        catalogue.add(db, [a])
+        data = bytearray(db.read_bytes())
+        data[100:4096] = b"\xff" * (4096 - 100)  # the schema's page, overwritten
+        db.write_bytes(bytes(data))
+    before = db.read_bytes()
+    for args in (["results", "ls"], ["results", "add", str(a)], ["compare", "host=x", str(a)]):
+        code, out, err = kit(capsys, *args, "--catalogue", str(db))
+        assert code == 2 and not out
+        assert err.startswith(f"kit: error: {db} is not a kit catalogue (")
+        assert "kit results rebuild" in err and err.count("\n") == 1
+    assert db.read_bytes() == before
+    code, out, _ = kit(capsys, "results", "rebuild", str(a), "--catalogue", str(db))
+    assert code == 0
+    (kept,) = tmp_path.glob("results.db.old-*")
+    assert kept.read_bytes() == before  # moved aside, never overwritten
+    assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c1"]
+
+
+def test_a_read_only_catalogue_answers_ls_and_compare(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 6, {"native": 1, "docker": 0.9}, host="n1")
+    b = campaign_folder(tmp_path / "b", "c2", 6, {"native": 1, "docker": 0.9}, host="n2")
+    catalogue.add(db, [a, b])
+    db.chmod(0o444)
+    real = os.access
+    monkeypatch.setattr(  # as a user who may not write it (the tests may run as root)
+        catalogue.os, "access", lambda p, mode, **kw: not mode & os.W_OK and real(p, mode)
+    )
+    with catalogue.opened(db) as conn, pytest.raises(sqlite3.OperationalError, match="readonly"):
+        conn.execute("DELETE FROM trials")  # opened mode=ro
+    code, out, _ = kit(capsys, "results", "ls", "--catalogue", str(db))
+    assert code == 0 and "c1" in out and "c2" in out
+    code, out, err = kit(capsys, "compare", "host=n1", "host=n2", "--catalogue", str(db))
+    assert code == 0, err
+    assert "no change larger than" in out
+
+
+def test_no_catalogue_yet_and_a_newer_schema_are_one_line(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    code, _, err = kit(capsys, "results", "ls", "--catalogue", str(db))
+    assert code == 2 and err.startswith(f"kit: error: no catalogue at {db}; kit results add")
+    assert not db.exists()
+    catalogue.add(db, [])
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (99, 'later')")
+    with pytest.raises(KitError, match="schema 99, newer than this kit's"):
+        catalogue.add(db, [])
+
+
+def test_a_campaign_registers_as_it_ends_and_a_failure_is_one_warning(
+    tmp_path, capsys, monkeypatch
+):
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    db = tmp_path / "cat" / "results.db"
+    monkeypatch.setenv(catalogue.ENV, str(db))
+    campaign.register(a)
+    assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c1"]
+    bad = tmp_path / "bad.db"
+    bad.write_text("not a catalogue")
+    monkeypatch.setenv(catalogue.ENV, str(bad))
+    campaign.register(a)  # never raises: the campaign has ended as it did
+    err = capsys.readouterr().err
+    assert err.startswith(f"kit: warning: campaign not registered in the catalogue {bad}: ")
+    assert err.count("\n") == 1 and f"kit results add {a}" in err
+    assert bad.read_text() == "not a catalogue"
+    monkeypatch.setenv(catalogue.ENV, catalogue.OFF)
+    assert catalogue.default_path() is None
+
+
+def test_kit_runs_campaign_registers_when_it_ends_and_when_it_is_interrupted(tmp_path, monkeypatch):
+    for name, ends, trials in (("done", {}, 8), ("stopped", {2: "interrupted"}, 3)):
+        db = tmp_path / f"{name}.db"
+        monkeypatch.setenv(catalogue.ENV, str(db))
+        with pytest.raises(KeyboardInterrupt) if ends else contextlib.nullcontext():
+            run(tmp_path / name, Scripted(ends))
+        (listed,) = selection.select(db, selection.Selection())[0]
+        assert (listed.folder, listed.trials) == (str(tmp_path / name), trials)
+
+
+def test_a_folder_without_trials_is_refused_before_anything_is_written(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    code, _, err = kit(capsys, "results", "add", str(tmp_path / "nope"), "--catalogue", str(db))
+    assert code == 2
+    said = f"'{tmp_path / 'nope'}' holds no trials (trials.jsonl); pass a kit run --out folder"
+    assert err == f"kit: error: {said}\n"
+    assert not db.exists()

@@ -1,0 +1,173 @@
+"""kit compare, kit check, kit history and kit export on synthetic campaigns."""
+
+import json
+import math
+
+import pytest
+
+from kit import cli
+from kit.results import catalogue, compare, mllog, stats
+from tests.unit.records import campaign_folder
+
+ARMS = {"native": 1.0, "docker": 1.0}
+
+
+def kit(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_10_percent_cut_is_found_with_0_90_inside_its_interval(tmp_path, capsys):
+    a = campaign_folder(tmp_path / "a", "c1", 20, ARMS, seed=1)
+    b = campaign_folder(tmp_path / "b", "c2", 20, {"native": 1.0, "docker": 0.9}, seed=2)
+    c = compare.compare(compare.side(str(a), None), compare.side(str(b), None))
+    (docker,) = [ch for ch in c.changes if ch.runtime == "docker"]
+    assert docker.interval.low < 0.90 < docker.interval.high
+    assert docker.interval.high < 0.95 and docker.verdict.startswith("changed by -")
+    (native,) = [ch for ch in c.changes if ch.runtime == "native"]
+    assert native.verdict.startswith("no change larger than ±")
+    assert c.each == pytest.approx(1 - 0.05 / 2)  # docker and native: one family
+    code, out, _ = kit(capsys, "compare", str(a), str(b))
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.strip().startswith("docker")]
+    assert "ratio to native" in line and "changed by -" in line
+
+
+def test_identical_campaigns_say_no_change_larger_than_the_interval_allows(tmp_path):
+    a = campaign_folder(tmp_path / "a", "c1", 12, ARMS, seed=3)
+    b = campaign_folder(tmp_path / "b", "c2", 12, ARMS, seed=4)
+    c = compare.compare(compare.side(str(a), None), compare.side(str(b), None))
+    assert [ch.runtime for ch in c.changes] == ["native", "docker"]
+    for ch in c.changes:
+        bound = max(ch.interval.high - 1, 1 - ch.interval.low) * 100
+        assert ch.verdict == f"no change larger than ±{bound:.1f} %"
+        assert 0 < bound < 10
+
+
+def test_the_change_interval_holds_welchs_and_the_exact_rank_interval():
+    a, b = [0.0, 0.1, 0.2, 0.05, 0.15], [0.3, 0.35, 0.5, 0.4, 0.45]
+    iv = compare.change(a, b, 0.95)
+    rank = stats.two_sample_shift_ci(b, a, 0.95)
+    assert iv.low <= math.exp(rank.low) and iv.high >= math.exp(rank.high)
+    assert iv.value == pytest.approx(math.exp(0.4 - 0.1))
+    assert compare.change([0.1, 0.2], b, 0.95) is None  # too few rounds on one side
+    assert compare.verdict(None) == "too few rounds (need 3 on each side)"
+
+
+def test_configurations_that_differ_are_refused_naming_the_difference(tmp_path, capsys):
+    a = campaign_folder(tmp_path / "a", "c1", 4, ARMS, steps=100)
+    b = campaign_folder(tmp_path / "b", "c2", 4, ARMS, steps=50)
+    code, out, err = kit(capsys, "compare", str(a), str(b))
+    assert code == 2 and not out
+    assert err == (
+        "kit: error: A and B measured different configurations (steps 100 in A, 50 in B); "
+        "compare campaigns of the same configuration\n"
+    )
+
+
+def test_an_arm_counted_as_another(tmp_path, capsys):
+    a = campaign_folder(tmp_path / "a", "c1", 10, ARMS, seed=5)
+    b = campaign_folder(tmp_path / "b", "c2", 10, {"native": 1, "docker@cut10": 0.9}, seed=6)
+    code, out, _ = kit(capsys, "compare", str(a), str(b))
+    assert code == 0 and "docker " not in out  # nothing in common but native
+    code, out, _ = kit(capsys, "compare", str(a), str(b), "--as", "docker@cut10=docker")
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.strip().startswith("docker")]
+    assert "changed by -" in line
+    code, _, err = kit(capsys, "compare", str(a), str(b), "--as", "docker@cut10")
+    assert code == 2 and err.startswith("kit: error: --as 'docker@cut10' must be ARM=NAME")
+
+
+def test_selections_from_the_catalogue(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    for i, host in enumerate(("nodeA", "nodeA", "nodeB")):
+        factors = {"native": 1.0, "docker": 1.0 if host == "nodeA" else 0.9}
+        catalogue.add(db, [campaign_folder(tmp_path / f"c{i}", f"c{i}", 6, factors, seed=i,
+                                           host=host)])  # fmt: skip
+    code, out, _ = kit(capsys, "compare", "host=nodeA", "host=nodeB", "--catalogue", str(db))
+    assert code == 0
+    assert out.startswith("A: host=nodeA (2 campaign(s))\nB: host=nodeB (1 campaign(s))\n")
+    (line,) = [x for x in out.splitlines() if x.strip().startswith("docker")]
+    assert "12/6" in line and "changed by -" in line
+    code, _, err = kit(capsys, "compare", "host=nodeC", "host=nodeB", "--catalogue", str(db))
+    assert code == 2 and err.startswith("kit: error: 'host=nodeC' selects no campaign of ")
+    code, _, err = kit(capsys, "compare", "nodeA", "host=nodeB", "--catalogue", str(db))
+    assert code == 2 and err.startswith(
+        "kit: error: 'nodeA' is neither a results folder nor a selection KEY=VALUE"
+    )
+
+
+def test_check_max_overhead_exits_1_only_when_the_interval_is_wholly_beyond(tmp_path, capsys):
+    d = campaign_folder(tmp_path / "d", "c1", 16, {"native": 1.0, "docker": 0.9}, seed=7)
+    code, out, err = kit(capsys, "check", str(d), "--max-overhead", "docker=20%")
+    assert (code, err) == (0, "") and out.startswith("within: docker overhead")
+    with pytest.raises(SystemExit) as failed:
+        kit(capsys, "check", str(d), "--max-overhead", "docker=2%")
+    assert failed.value.code == 1
+    assert capsys.readouterr().out.startswith("BEYOND: docker overhead")
+    code, out, err = kit(capsys, "check", str(d), "--max-overhead", "docker=10%")
+    assert code == 0 and out.startswith("cannot tell: docker overhead")
+    assert err.startswith("kit: warning: cannot tell whether docker overhead")
+    code, _, err = kit(capsys, "check", str(d), "--max-overhead", "podman=5%")
+    assert code == 2 and "names podman, not an arm of" in err
+    code, _, err = kit(capsys, "check", str(d), "--max-overhead", "docker=five")
+    assert code == 2 and err.startswith("kit: error: --max-overhead docker 'five' must be a")
+
+
+def test_check_against_a_selection_exits_by_where_the_change_lies(tmp_path, capsys):
+    before = campaign_folder(tmp_path / "before", "c1", 16, ARMS, seed=8)
+    same = campaign_folder(tmp_path / "same", "c2", 16, ARMS, seed=9)
+    cut = campaign_folder(tmp_path / "cut", "c3", 16, {"native": 1.0, "docker": 0.8}, seed=10)
+    code, out, _ = kit(capsys, "check", str(same), "--against", str(before), "--max-change", "15%")
+    assert code == 0 and all(x.startswith("within") for x in out.splitlines())
+    with pytest.raises(SystemExit) as failed:
+        kit(capsys, "check", str(cut), "--against", str(before), "--max-change", "5%")
+    assert failed.value.code == 1
+    code, out, err = kit(capsys, "check", str(same), "--against", str(before), "--max-change", "1%")
+    assert code == 0 and "cannot tell" in out and "kit: warning: cannot tell" in err
+    code, _, err = kit(capsys, "check", str(same), "--against", str(before))
+    assert code == 2 and err == "kit: error: --against SELECTION and --max-change PCT go together\n"
+
+
+def test_history_names_what_changed_between_campaigns(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    for i, version in enumerate(("docker 27.1", "docker 27.1", "docker 28.0")):
+        d = campaign_folder(tmp_path / f"c{i}", f"c{i}", 5, {"native": 1, "docker": 0.95},
+                            seed=i, started=f"2026-11-0{i + 1}T10:00:00+00:00",
+                            runtime_version=version)  # fmt: skip
+        catalogue.add(db, [d])
+    svg = tmp_path / "history.svg"
+    code, out, err = kit(capsys, "history", "pytorch-mpich", "--runtime", "docker",
+                         "--catalogue", str(db), "--figure", str(svg))  # fmt: skip
+    assert code == 0, err
+    rows = [x for x in out.splitlines() if x.strip().startswith("2026-")]
+    assert [r.split()[1] for r in rows] == ["c0", "c1", "c2"]
+    assert rows[1].endswith("-") and rows[2].endswith("runtime docker 27.1 -> docker 28.0")
+    assert svg.read_text().lstrip().startswith("<")
+    code, _, err = kit(capsys, "history", "pytorch-mpich", "--runtime", "podman",
+                       "--catalogue", str(db))  # fmt: skip
+    assert code == 2 and err.startswith("kit: error: no campaign in the catalogue compares")
+
+
+def test_export_writes_each_trial_as_mllog_lines(tmp_path, capsys):
+    d = campaign_folder(tmp_path / "d", "c1", 2, ARMS)
+    code, out, _ = kit(capsys, "export", str(d), "--format", "mllog")
+    assert code == 0 and out.strip() == str(d / "mllog")
+    files = sorted((d / "mllog").iterdir())
+    assert len(files) == 4
+    events = []
+    for line in files[0].read_text().splitlines():
+        assert line.startswith(mllog.PREFIX)
+        events.append(json.loads(line[len(mllog.PREFIX) :]))
+    assert all(
+        list(e) == ["namespace", "time_ms", "event_type", "key", "value", "metadata"]
+        for e in events
+    )
+    keys = [e["key"] for e in events]
+    assert keys[0] == "submission_benchmark" and keys[-1] == "run_stop"
+    assert keys.index("run_start") < keys.index("run_stop")
+    assert events[-1]["metadata"]["status"] == "success"
+    assert {"global_batch_size": 64}.items() <= {e["key"]: e["value"] for e in events}.items()
+    code, _, err = kit(capsys, "export", str(d), "--format", "csv")
+    assert code == 2 and err == "kit: error: --format 'csv' is not one of mllog\n"
