@@ -3,8 +3,8 @@
 Rank and size come from the launcher's environment (MPICH/Hydra, Open MPI or
 Slurm), so a benchmark runs the same under mpirun, srun or alone, natively and
 in every image. Each benchmark's rank 0 prints one JSON record of schema
-kit.bench/2 on stdout (`emit`) and a one-line summary on stderr; what a record
-holds is declared in kitschema, beside this file.
+kit.bench/2 on stdout (`emit`, with the launch's fingerprint: fingerprint.py) and a
+one-line summary on stderr; what a record holds is declared in kitschema, beside this file.
 """
 
 from __future__ import annotations  # Python 3.9 in the Caffe2 images
@@ -27,6 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import fingerprint
+import mllog_lines
 from kitschema import BENCHES, DATASET_STAMP, SCHEMA
 
 OOM_EXIT = 3  # a run that failed for lack of memory: a result, not a crash
@@ -378,8 +380,10 @@ def oom_exit(
         "loss": [],
         "oom_rank": rank,
         "error": " ".join(str(exc).split())[:300],
+        "fingerprint": fingerprint.take(),
     }
     print(json.dumps(rec), flush=True)
+    mllog_lines.write(rec)  # KIT_MLLOG: the run, aborted
     print(
         f"{bench} {a.model} bs={a.batch_size}: out of memory on rank {rank}",
         file=sys.stderr,
@@ -496,9 +500,16 @@ def record(
     }
 
 
+MEASURED_ISA = ("compile_isa",)  # record fields in which a benchmark measured its kernels' ISA
+
+
 def emit(rec: dict) -> None:
+    """Print the record with the launch's fingerprint (taken now: after the timed steps)."""
+    known = {k: rec[k] for k in MEASURED_ISA if rec.get(k)}
+    rec = {**rec, "fingerprint": fingerprint.take(known)}
     print(json.dumps(rec), flush=True)
     spec = BENCHES.get(rec["bench"])
+    mllog_lines.write(rec, spec.metric if spec else None)  # KIT_MLLOG: MLPerf-style lines
     if spec and spec.sweep:  # each series' first value at its smallest and largest point
         summary = "; ".join(
             f"{x.field} {x.values[0].label} {_point(x, rows[0])} .. {_point(x, rows[-1])}"

@@ -126,6 +126,12 @@ PHASES = {
 }
 OPTIONAL = {  # checked when present: older records lack them
     "phases_s": (dict, "seconds per phase of the launch (PHASES), when measured"),
+    "fingerprint": (
+        dict,
+        "what inside the launch can change its speed (fingerprint.py, its own `version`): "
+        "libraries mapped (and those they shadow), the tuning environment, limits, ISA, "
+        "thread pools, GPU",
+    ),
 }
 IMAGES_PER_SEC = Metric("images_per_sec", "images/s")
 LATENCY = Value("latency_us", "latency", "µs", 2)

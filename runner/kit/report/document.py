@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kit.core import benches
 from kit.report import plots
-from kit.results import analysis, precision, stats
+from kit.results import analysis, fingerprints, precision, stats
 from kit.results.analysis import Analysis, Arm, Group, Key
 
 NOTES = (
@@ -47,6 +47,9 @@ def _ratio(arm: Arm, baseline: str) -> str:
     if arm.runtime == baseline:
         return "1 (reference)"
     return _iv(arm.ratio, 3) if arm.ratio else "n/a"
+
+
+OWN_SPREAD = 1.25  # an arm's rounds varying this much more than the launches predict
 
 
 def _pct(x: float | None) -> str:
@@ -206,7 +209,7 @@ def answers(a: Analysis) -> list[str]:
         for arm in [*g.arms, *g.pairs]:
             if not arm.against:
                 continue
-            if arm.ratio is None or arm.ratio.short or not arm.verdict:
+            if arm.ratio is None or arm.ratio.short or arm.too_few or not arm.verdict:
                 said = arm.verdict or "not compared"
             else:
                 said = f"{_between(arm, better)} ({_together(a)})"
@@ -270,9 +273,43 @@ def _spread(g: Group) -> str:
         )
         if x is not None
     ]
-    return f"Spread of one trial's figure (relative SD, {v.rounds} complete rounds): " + (
+    text = f"Spread of one trial's figure (relative SD, {v.rounds} complete rounds): " + (
         ", ".join(parts) + "."
     )
+    return text + _allowance(g)
+
+
+def _allowance(g: Group) -> str:
+    """Each paired interval against the width the launch spread allows in its rounds
+    (precision.allowed), and the arms whose own rounds varied more than that spread
+    predicts: what widens an interval beyond the machine's noise."""
+    said, own = [], []
+    for arm in g.arms:
+        if arm.half_width is None or arm.ratio is None:
+            continue
+        a = precision.allowance(
+            arm.half_width, arm.method, arm.ratio.wanted, arm.round_spread,
+            g.variance.typical_launches if g.variance else None,
+        )  # fmt: skip
+        if a is None:
+            continue
+        every = arm.ratio_all  # the check with every launch kept, where some were left out
+        widened = every is not None and stats.half_width(every) > stats.half_width(arm.ratio)
+        said.append(f"{arm.runtime} {a.factor:.2f}x" + (" (with every launch)" if widened else ""))
+        if a.own > OWN_SPREAD * a.expected:
+            own.append(f"{arm.runtime} ±{100 * a.own:.1f}% against ±{100 * a.expected:.1f}%")
+    if not said:
+        return ""
+    text = (
+        f" The median arm's launches ran {_pct(g.variance.typical_launches)} apart; each "
+        "interval's width over the width that allows in its rounds: " + ", ".join(said) + "."
+    )
+    if own:
+        text += (
+            " Rounds that varied more than that predicts (SD of a round's log ratio), the "
+            "arm's own variation: " + "; ".join(own) + "."
+        )
+    return text
 
 
 def _header(a: Analysis) -> str:
@@ -441,6 +478,7 @@ def _intro(a: Analysis) -> list[str]:
 class Table:
     columns: list[str]
     rows: list[list[str]]
+    fold: str = ""  # the HTML page shows it collapsed, under this summary
 
 
 @dataclass(frozen=True)
@@ -503,6 +541,23 @@ def _launch_cost(a: Analysis) -> Section | None:
     return Section(LAUNCH_COST, blocks)
 
 
+def _fingerprints(g: Group) -> Section | None:
+    """Beside a group's verdicts: what differs between each arm's launches and the
+    baseline's, and the arm that would test each difference (kit.results.fingerprints);
+    None where no launch carries a fingerprint."""
+    fp = g.fingerprints
+    if fp is None:
+        return None
+    blocks: list = list(fingerprints.sentences(fp, {x.runtime: x.verdict for x in g.arms}))
+    if rows := fingerprints.rows(fp):
+        fold = f"Differences from {fp.baseline}'s launches ({len(rows)})"
+        blocks.append(Table(fingerprints.columns(fp), rows, fold))
+    if rows := fingerprints.varies_rows(fp):
+        fold = f"What varies between an arm's own launches ({len(rows)})"
+        blocks.append(Table(fingerprints.VARIES_COLUMNS, rows, fold))
+    return Section(f"What differs between launches · {_title(g.key)}", blocks)
+
+
 def build(a: Analysis, figures: bool) -> Document:
     """The report of an analysis (figures: draw them, for the HTML page)."""
     lead: list[Block] = [x for x in _intro(a) if x]
@@ -525,6 +580,8 @@ def build(a: Analysis, figures: bool) -> Document:
             blocks += [PAIRS, Table(PAIR_COLUMNS, [_pair_row(x, a) for x in g.pairs])]
         blocks += [text for text in (_disturbed(g), _slow(g), _spread(g)) if text]
         sections.append(Section(_title(g.key), blocks))
+        if launches := _fingerprints(g):
+            sections.append(launches)
     if launch := _launch_cost(a):
         sections.append(launch)
     sections += [Section(title, [Table(columns, rows)]) for title, columns, rows in _sections(a)]
@@ -571,6 +628,7 @@ ARMS_COLUMNS = [
     "peak_rss_mb",
     "framework",
     "mpi_library",
+    "fingerprint_differences",
 ]
 
 
@@ -614,6 +672,9 @@ def _arms(a: Analysis) -> Table:
                 f"{x.peak_rss_mb:.1f}",
                 x.framework,
                 x.mpi,
+                fingerprints.summary(g.fingerprints, x.runtime)
+                if g.fingerprints and x.against == g.fingerprints.baseline
+                else "",
             ]
             rows.append(["" if c is None else str(c) for c in cells])
     return Table(ARMS_COLUMNS, rows)

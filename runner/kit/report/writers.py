@@ -82,6 +82,9 @@ def _html(doc: Document) -> str:
 
 
 def _html_block(block: Block | plots.Figure) -> str:
+    if isinstance(block, Table) and block.fold:
+        table = _html_table(block.columns, block.rows)
+        return f"<details><summary>{html.escape(block.fold)}</summary>{table}</details>"
     if isinstance(block, Table):
         return _html_table(block.columns, block.rows)
     if isinstance(block, document.Bullets):

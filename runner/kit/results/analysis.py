@@ -26,11 +26,13 @@ from typing import TypeVar
 from kit.core import benches
 from kit.core.errors import KitError
 from kit.launch import hostload
-from kit.results import precision, record, stats, store
+from kit.results import fingerprints, precision, record, stats, store
+from kit.results.fingerprints import Fingerprints
 
 T = TypeVar("T")
 
 REFERENCE = "native"
+TOO_FEW = "too few trials"  # the verdict of a comparison short of rounds
 ALL_PAIRS = "all"
 OOM_FIELDS = ("image", "bench", "model", "batch_size", "ranks", "runtime")
 
@@ -84,9 +86,16 @@ class Arm:
     slow: list[int] = field(default_factory=list)  # trials far slower than their round with no
     # evidence of other load: kept, as this arm's own behaviour
     ratio_all: stats.Interval | None = None  # with every launch, where some were left out
+    round_spread: float | None = None  # SD of the per-round log ratios (paired, kept launches)
     loss: list[float] = field(default_factory=list)  # median loss per timed step
     load: dict = field(default_factory=dict)  # what the host did during its trials
     phases: dict[str, float] = field(default_factory=dict)  # median s per launch phase
+
+    @property
+    def too_few(self) -> bool:
+        """Its verdict is "too few trials": some interval it rests on (the kept launches'
+        or the check with every launch) is short of rounds, whatever the other's width."""
+        return self.verdict.startswith(TOO_FEW)
 
 
 @dataclass
@@ -99,6 +108,8 @@ class Variance:
     between_launches: float | None
     across_rounds: float | None
     rounds: int
+    typical_launches: float | None = None  # the median arm's own launch-to-launch SD: what
+    # an arm with no variation of its own shows, one noisy arm not counted in
 
 
 @dataclass
@@ -107,6 +118,7 @@ class Group:
     arms: list[Arm]  # the baseline first (when the group has it); ratios are over it
     variance: Variance | None = None
     pairs: list[Arm] = field(default_factory=list)  # baseline "all": the other pairs
+    fingerprints: Fingerprints | None = None  # its launches' facts, compared across arms
 
 
 @dataclass
@@ -294,7 +306,7 @@ def rates(rs: list[dict]) -> list[float]:
     return [r["result"][benches.metric(r["bench"], r["result"]).key] for r in rs]
 
 
-def _by_round(rs: list[dict]) -> dict[tuple, float]:
+def by_round(rs: list[dict]) -> dict[tuple, float]:
     """The metric per (campaign, round), the pairing key of a round-interleaved campaign:
     the geometric mean where the arm ran more than once in the round (the baseline)."""
     logs: dict[tuple, list[float]] = defaultdict(list)
@@ -377,15 +389,18 @@ def _ratio(
 ) -> None:
     """Ratio arm/ref at the family-adjusted confidence `each`: paired by round when any
     round has both (too few rounds then reads "too few trials"), else unpaired."""
-    mine, theirs = _by_round(rs), _by_round(ref_rs)
+    mine, theirs = by_round(rs), by_round(ref_rs)
     pairs = [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
     if pairs:  # a round-interleaved campaign: too few rounds is "too few", not unpaired
         launches = len(ref_rs) / max(len(theirs), 1)
         times = f", {ref.runtime} x{launches:.2g} a round" if launches > 1.05 else ""
         arm.ratio = paired(pairs, each)
         arm.method = f"paired ({len(pairs)} rounds{times})"
+        logs = [math.log(a / b) for a, b in pairs]
+        arm.round_spread = statistics.stdev(logs) if len(logs) >= 2 else None
     else:
         arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
+        arm.round_spread = None
 
 
 def _compare(
@@ -413,7 +428,7 @@ def _compare(
     if any(iv.short for iv in both):
         robust = arm.ratio_all is not None and arm.ratio_all.short
         need = stats.min_n(each) if robust or not arm.method.startswith("paired") else 0
-        arm.verdict = f"too few trials (need {max(need, stats.MIN_ROUNDS)})"
+        arm.verdict = f"{TOO_FEW} (need {max(need, stats.MIN_ROUNDS)})"
     else:
         better = benches.metric(kept[0][0]["bench"], kept[0][0]["result"]).higher_is_better
         hull = stats.Interval(
@@ -441,26 +456,31 @@ def variance(key_arms: dict[str, list[dict]]) -> Variance:
             if len(steps) >= 2 and statistics.fmean(steps) > 0:
                 within.append(statistics.stdev(steps) / statistics.fmean(steps) / len(steps) ** 0.5)
     arms = sorted(key_arms)
-    per_arm = {x: _by_round(key_arms[x]) for x in arms}
+    per_arm = {x: by_round(key_arms[x]) for x in arms}
     complete = set.intersection(*(set(rounds) for rounds in per_arm.values()))
     full = [{x: math.log(per_arm[x][k]) for x in arms} for k in sorted(complete)]
-    launches = rounds = None
+    launches = rounds = typical = None
     a, n = len(arms), len(full)
     if n >= 2:
         grand = statistics.fmean(v for row in full for v in row.values())
         arm_mean = {x: statistics.fmean(row[x] for row in full) for x in arms}
         round_mean = [statistics.fmean(row.values()) for row in full]
         if a >= 2:
-            resid = sum(
-                (row[x] - arm_mean[x] - rm + grand) ** 2
-                for row, rm in zip(full, round_mean, strict=True)
+            squares = {
+                x: sum(
+                    (row[x] - arm_mean[x] - rm + grand) ** 2
+                    for row, rm in zip(full, round_mean, strict=True)
+                )
                 for x in arms
-            ) / ((a - 1) * (n - 1))
+            }
+            resid = sum(squares.values()) / ((a - 1) * (n - 1))
             drift = statistics.variance(round_mean) - resid / a
             launches, rounds = math.sqrt(resid), math.sqrt(max(drift, 0.0))
+            # each arm's share of the residual sum has expectation (a-1)(n-1)/a of its variance
+            typical = math.sqrt(statistics.median(squares.values()) * a / ((a - 1) * (n - 1)))
         else:
             launches = statistics.stdev(row[arms[0]] for row in full)
-    return Variance(statistics.median(within) if within else None, launches, rounds, n)
+    return Variance(statistics.median(within) if within else None, launches, rounds, n, typical)
 
 
 def targets(out_dirs: list[Path]) -> float | None:
@@ -519,7 +539,7 @@ def analyse(
     return a
 
 
-def _figured(ok: list[dict]) -> tuple[list[dict], list[str]]:
+def figured(ok: list[dict]) -> tuple[list[dict], list[str]]:
     """The ok trials whose figures can be compared, and why each other one cannot: the
     analysis takes logs, and a record kit's own reading did not check (a hand edit, an
     older kit's) may hold 0 or less."""
@@ -545,7 +565,7 @@ def summarise(
     comparisons are precise enough), each arm compared with `baseline` (an arm's name,
     or "all": native first, then every other pair)."""
     measured = [r for r in records if not r["warmup"]]
-    ok, left_out = _figured([r for r in measured if r["status"] == "ok"])
+    ok, left_out = figured([r for r in measured if r["status"] == "ok"])
     by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
@@ -571,7 +591,8 @@ def summarise(
         for arm in arms:
             rt = arm.runtime
             arm.disturbed, arm.evidence, arm.slow = sc.left[rt], sc.evidence[rt], sc.slow[rt]
-        groups.append(Group(key, arms, variance(sc.kept)))
+        launches = fingerprints.compare(by_rt, ref, key)
+        groups.append(Group(key, arms, variance(sc.kept), fingerprints=launches))
     family = _family(groups, ref, baseline == ALL_PAIRS, allow_mismatch)
     each = stats.family_confidence(confidence, len(family))
     for g, arm, base in family:
@@ -614,7 +635,9 @@ def summarise(
         left_out=left_out,
         baseline=ref,
         metrics={r["bench"]: benches.metric(r["bench"], r["result"]) for r in ok},
-        projection=precision.project(
+        projection=[]  # a width short of rounds prices nothing
+        if any(arm.too_few for _, arm, _ in family)
+        else precision.project(
             [(arm.ratio, arm.method) for _, arm, _ in family if arm.ratio], measured
         ),
     )

@@ -52,7 +52,39 @@ def round_seconds(records: list[dict]) -> float | None:
     return statistics.median(steps) if steps else None
 
 
-PAIRED = re.compile(r"paired \((\d+) rounds")
+PAIRED = re.compile(r"paired \((\d+) rounds(?:, \S+ x([\d.]+) a round)?")
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """How one comparison's interval compares with what the launch spread allows."""
+
+    factor: float  # its half-width over the half-width the spread allows in its rounds
+    expected: float  # the SD of a round's log ratio that the launch spread predicts
+    own: float  # the SD its rounds' log ratios had
+
+
+def allowed(launch_sd: float, rounds: int, conf: float, baseline_launches: float = 1.0) -> float:
+    """The half-width a paired ratio reaches in `rounds` rounds when launches vary by
+    `launch_sd` (SD of a launch's log figure) and nothing else does: a round's log ratio
+    then has SD launch_sd * sqrt(1 + 1/B) (B baseline launches a round), and the exact t
+    interval of its mean is the narrowest a method valid at that many rounds can give."""
+    sd = launch_sd * math.sqrt(1 + 1 / baseline_launches)
+    return math.expm1(stats.t_quantile(0.5 + conf / 2, rounds - 1) * sd / math.sqrt(rounds))
+
+
+def allowance(
+    half: float, how: str, conf: float, own: float | None, launch_sd: float | None
+) -> Allowance | None:
+    """A paired comparison's half-width `half` (formed as `how` says, at confidence
+    `conf`) against allowed(); None where it is not paired, has fewer than
+    stats.MIN_ROUNDS rounds, or no launch spread was measured."""
+    m = PAIRED.match(how)
+    if m is None or own is None or not launch_sd or int(m[1]) < stats.MIN_ROUNDS:
+        return None
+    launches = float(m[2]) if m[2] else 1.0
+    width = allowed(launch_sd, int(m[1]), conf, launches)
+    return Allowance(half / width, launch_sd * math.sqrt(1 + 1 / launches), own)
 
 
 def project(compared: list[tuple[stats.Interval, str]], records: list[dict]) -> list[Projection]:

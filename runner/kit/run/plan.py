@@ -244,7 +244,13 @@ def _compared(a: analysis.Analysis) -> list[tuple[str, analysis.Arm]]:
 
 
 def _widths(a: analysis.Analysis) -> str:
-    return ", ".join(f"{name} ±{arm.half_width:.1%}" for name, arm in _compared(a))
+    """Each comparison's half-width, or that it has too few rounds for one (a range over
+    one or two rounds is no interval, however narrow)."""
+    return ", ".join(
+        f"{name} {arm.verdict}" if arm.too_few else
+        f"{name} ±{arm.half_width:.1%}"
+        for name, arm in _compared(a)
+    )  # fmt: skip
 
 
 def _what(c: Config) -> str:

@@ -83,6 +83,19 @@ def test_too_few_trials_are_flagged(tmp_path):
     assert "†" in text
 
 
+def test_a_verdict_short_of_rounds_with_every_launch_says_so_and_prices_nothing(tmp_path):
+    """Five rounds give the kept launches' t interval, but with the launch another job
+    slowed put back the check's rank interval needs six: the answer is "too few trials",
+    not a range, and no precision is priced from such widths."""
+    paired_campaign(tmp_path, 5)
+    slowed = record("native", 400.0, repeat=2, index=99)
+    slowed["host_load"] = {"other_cpu_pct": 55.0, "steal_cpu_pct": 0.0}
+    store.append(tmp_path, slowed)
+    text = md(tmp_path)
+    assert "\n- docker: too few trials (need 6).\n" in text
+    assert "What precision costs here" not in text
+
+
 def test_scaling_efficiency_against_one_rank(tmp_path):
     """Over ranks, and over the nodes they ran on (their records' hosts)."""
     for rate in (100, 101, 99, 100, 102, 98):

@@ -89,6 +89,14 @@ def test_the_budget_is_kept_before_the_first_rounds_are_done():
     assert plan.stop_reason(d, slow, 3, 90).startswith("budget 1.67 min spent after 3 rounds")
 
 
+def test_a_comparison_short_of_rounds_is_said_to_be_so_not_given_a_width():
+    """Two rounds' range is no interval: the stop line says too few, never ±0.0 %."""
+    d = design(plan.Target(0.02, 100))
+    slow = rounds_of(random.Random(1), 2, 0.10, wall=40.0)
+    why = plan.stop_reason(d, slow, 2, 80)
+    assert why.endswith("precision ±2.0% not reached (docker too few trials (need 3))"), why
+
+
 def test_rounds_are_seeded_per_round_and_indexed_by_position():
     d = design()
     assert d.round(3) == design().round(3)
