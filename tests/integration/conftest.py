@@ -133,7 +133,7 @@ def build_definition(scratch: Path) -> Path | str:
         ("build", str(scratch / "base.sif"), f"docker-archive://{base_tar}"),
         (
             *("build", "--ignore-fakeroot-command"),
-            *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),  # as the README's
+            *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),  # as docs/build.md's
             *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
             *("--build-arg", f"BASE_SIF={scratch / 'base.sif'}"),
             *(str(sif), DEFINITION),
@@ -196,7 +196,7 @@ ORDER = (
 )
 FIXTURE_OF = {image: fixture for fixture, image in IMAGE_OF.items()}
 # The images only `ci/test --all-images` builds: the default tier proves every runtime, both
-# MPI flavours, the nodes, Slurm and the faults on the two smallest images (README, Tests).
+# MPI flavours, the nodes, Slurm and the faults on the two smallest images (docs/development.md).
 ALL_IMAGES_ONLY = frozenset({"horovod", "caffe2", "pytorch2", "tf2", "tf2_openmpi"})
 BUILDS = pytest.StashKey[Builds]()
 
@@ -204,7 +204,8 @@ BUILDS = pytest.StashKey[Builds]()
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests grouped by the image they need; without --all-images, those that need an image
-    of the --all-images tier deselected (counted in pytest's summary)."""
+    of the --all-images tier or are marked all_images deselected (counted in pytest's
+    summary). --only-image IMAGE keeps the tests of that image, marked ones included."""
 
     def rank(item: pytest.Item) -> int:
         return max((ORDER.index(f) + 1 for f in item.fixturenames if f in ORDER), default=0)
@@ -219,7 +220,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=other)
         items[:] = [i for i in items if i not in other]
     elif not config.getoption("all_images"):
-        later = [i for i in items if ALL_IMAGES_ONLY & set(i.fixturenames)]
+        later = [
+            i for i in items
+            if ALL_IMAGES_ONLY & set(i.fixturenames) or i.get_closest_marker("all_images")
+        ]  # fmt: skip
         if later:
             config.hook.pytest_deselected(items=later)
             items[:] = [i for i in items if i not in later]

@@ -79,6 +79,52 @@ def test_injected_slowdown_is_detected_with_its_size(campaign):
     assert f"passed through: --cpus={CPUS}" in text
 
 
+@pytest.fixture(scope="module")
+def uncut(built, quiet, campaign, tmp_path_factory) -> Path:
+    """A second real campaign of the same configuration as `campaign`, docker without the
+    quota: what `kit compare` and `kit check` are run on against the first."""
+    out = tmp_path_factory.mktemp("stats") / "uncut"
+    seed = str(random.SystemRandom().randrange(2**31))
+    print(f"second campaign's --seed {seed}")
+    args = run_args("native,native@b,docker", out, np="1", repeats=str(UNCUT_ROUNDS),
+                    steps="50", warmups="1")  # fmt: skip
+    kit(*args, "--seed", seed, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return out
+
+
+UNCUT_ROUNDS = 8
+
+
+def test_compare_finds_the_quota_lifted_and_no_change_between_the_native_arms(campaign, uncut):
+    """Between two real campaigns, read at 99.9 %: docker's ratio to native grows about
+    fourfold when the quarter-core quota is lifted (its estimate above 1.3, never a fall);
+    the second native arm, native's twin in both (its log ratios centred on 0 in each),
+    shows no change. The bounds hold in 999 of 1000 simulated pairs of campaigns on the
+    noisiest launches seen here (test_family_coverage.py, test_the_ci_comparisons_...)."""
+    out = kit("compare", str(campaign), str(uncut), "--confidence", A_A_CONFIDENCE, "--json")
+    changes = {c["runtime"]: c for c in json.loads(out.stdout)["changes"]}
+    assert set(changes) == {"native", "native@b", "docker"}
+    docker, twin = changes["docker"], changes["native@b"]
+    assert docker["interval"]["value"] > 1.3 and docker["interval"]["high"] > 1, docker
+    assert not docker["verdict"].startswith("changed by -"), docker
+    assert not twin["verdict"].startswith("changed by"), twin
+    assert twin["rounds"][1] == UNCUT_ROUNDS
+
+
+def test_the_gate_fails_the_cut_campaign_and_passes_the_uncut_one(campaign, uncut):
+    """`kit check`: exit 1 where docker's interval lies wholly beyond its bound (the
+    quarter-core quota, about 75 % lost, against 5 %: its interval ends under 0.95 in 999
+    of 1000 simulated campaigns), 0 where it lies within or straddles it (no quota,
+    against 60 %); both campaigns were registered in the catalogue as they ended."""
+    cut = kit("check", str(campaign), "--max-overhead", "docker=5%", check=False)
+    assert cut.returncode == 1, cut.stdout + cut.stderr
+    fine = kit("check", str(uncut), "--max-overhead", "docker=60%", check=False)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    listed = json.loads(kit("results", "ls", "--json").stdout)
+    ids = {json.loads((d / "campaign.json").read_text())["campaign"] for d in (campaign, uncut)}
+    assert ids <= {c["campaign"] for c in listed}, listed
+
+
 def test_html_report_renders_in_headless_chromium(campaign, tmp_path):
     browser = shutil.which("chromium")
     assert browser, "the HTML test needs Debian's chromium (ci/provision installs it)"

@@ -230,6 +230,7 @@ def test_ci_smoke_script_on_the_built_image(built, tmp_path):
     assert p.stdout.count("smoke ok: pytorch-mpich") == 2
 
 
+@pytest.mark.all_images
 def test_pull_then_run_on_a_host_without_docker(built, tmp_path):
     """A cluster with Apptainer and no Docker: kit pull a published image, then kit run.
     The 'registry' here is the docker-save archive; KIT_DOCKER points nowhere."""

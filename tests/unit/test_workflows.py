@@ -71,3 +71,5 @@ def test_tests_workflow_runs_each_image_of_the_all_images_tier_in_a_matrix_cell(
     cells = tests.split("image: [", 1)[1].split("]", 1)[0].split(", ")
     assert sorted(cells) == sorted(IMAGE_OF[f] for f in ALL_IMAGES_ONLY)
     assert 'run: ci/test --only-image "$IMAGE" -m integration -ra' in tests
+    # the tests marked all_images need no image of the matrix: a job of their own runs them
+    assert 'run: ci/test --all-images -m "integration and all_images" -ra' in tests
