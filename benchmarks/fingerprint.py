@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import stat
@@ -58,7 +59,7 @@ VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "
 ID_HEX = 12  # of a build-id or hash: tells two builds of a library apart in 48 bits
 HEAD = 8192  # an ELF's first bytes: its program headers and build-id note lie there
 HASHED = 1 << 20  # a library without a build-id: sha256 of its first MiB
-_ids: dict[tuple, str] = {}  # (path, device, inode, size, mtime) -> "size id", once a process
+_ids: dict[tuple, str] = {}  # (device, inode, size, mtime) -> "size id", once a process
 
 
 def take(
@@ -69,11 +70,14 @@ def take(
     sys_root: str = "/sys",
     files: str = "",
     modules: Mapping[str, object] | None = None,
+    cgroups: str = "",
 ) -> dict:
     """The fingerprint of process `pid` (this one by default): `known` holds what the
     benchmark measured of its kernels itself (torch_cnn's compile_isa), `files` prefixes
     the paths the process sees (its libraries, /dev/shm), `modules` are the frameworks
-    already imported (sys.modules: none is imported here)."""
+    already imported (sys.modules: none is imported here), `cgroups` is where the cgroup
+    paths /proc/PID/cgroup names lie (sys_root/fs/cgroup; read from outside, the reader's
+    own: the file names them in the reader's cgroup namespace)."""
     t0 = time.perf_counter()
     here = f"{proc}/{pid}"
     modules = sys.modules if modules is None else modules
@@ -84,15 +88,35 @@ def take(
         "libraries": libraries,
         "shadowed": _shadowed(libraries, files),
         "environment": _environment(here),
-        "limits": _limits(here, status, sys_root, files),
+        "limits": _limits(here, status, sys_root, files, cgroups or f"{sys_root}/fs/cgroup"),
         "isa": _isa(proc, modules, known or {}),
         "threads": _threads(status, modules),
     }
     gpu = _gpu(proc, modules)
     if gpu:
         fp["gpu"] = gpu
+    _fit(libraries)
     fp["took_ms"] = round(1000 * (time.perf_counter() - t0), 2)
     return fp
+
+
+LIBRARIES_BYTES = 8 << 10  # the libraries' share of a record kept under 16 KiB a trial
+
+
+def _fit(libraries: dict[str, dict[str, str]]) -> None:
+    """Fold the folders of most libraries, one at a time, into one entry each ('*': how
+    many and a digest of their names and ids) until the list fits LIBRARIES_BYTES: a
+    process of Debian's torch maps over 300, 250 of them from /usr/lib/<arch>. A folded
+    folder still tells two arms apart, not which of its files differ."""
+    size = len(json.dumps(libraries))
+    for folder in sorted(libraries, key=lambda d: -len(libraries[d])):
+        if size <= LIBRARIES_BYTES or len(libraries[folder]) < 2:
+            return
+        names = libraries[folder]
+        digest = hashlib.sha256(json.dumps(names, sort_keys=True).encode()).hexdigest()
+        folded = {"*": f"{len(names)} libraries sha256:{digest[:ID_HEX]}"}
+        size += len(json.dumps(folded)) - len(json.dumps(names))
+        libraries[folder] = folded
 
 
 def _read(path: str, size: int = -1) -> str | None:
@@ -168,7 +192,8 @@ def _identity(path: str) -> str:
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            # the file, not the path: read through /proc/PID/root each trial names it anew
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if key not in _ids:
                 found = _soft(_build_id, f.read(HEAD), f)
                 if found:
@@ -233,13 +258,13 @@ def _environment(here: str) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _limits(here: str, status: dict[str, str], sys_root: str, files: str) -> dict:
+def _limits(here: str, status: dict[str, str], sys_root: str, files: str, cgroups: str) -> dict:
     """What bounds the process: affinity and the cores the system shows, cgroup CPU and
     memory limits, seccomp (and the speculation mitigations it can bring), /dev/shm's
     size, transparent huge pages, ulimits."""
     facts: dict = {STATUS[k]: v for k, v in status.items() if k in STATUS}
     facts["cores_seen"] = _soft(_count, _read(f"{sys_root}/devices/system/cpu/online"))
-    facts.update(_cgroup(here, sys_root))
+    facts.update(_cgroup(here, cgroups))
     facts["shm_bytes"] = _soft(_size, f"{files}/dev/shm")
     for name in ("enabled", "defrag"):
         text = _read(f"{sys_root}/kernel/mm/transparent_hugepage/{name}") or ""
@@ -264,7 +289,7 @@ def _count(cpus: str | None) -> int:
     return sum(int(last or first) - int(first) + 1 for first, _, last in ends)
 
 
-def _cgroup(here: str, sys_root: str) -> dict[str, str]:
+def _cgroup(here: str, cgroups: str) -> dict[str, str]:
     """cpu.max and memory.max of the process's cgroup, the tightest on the way up to the
     root (in a container's cgroup namespace, or under its v1 mounts, the container's own):
     cgroup v2's files, else v1's written the v2 way."""
@@ -276,7 +301,7 @@ def _cgroup(here: str, sys_root: str) -> dict[str, str]:
     for name, controller in (("cpu.max", "cpu"), ("memory.max", "memory")):
         for v1 in (False, True):
             path = paths.get(controller if v1 else "")
-            root = f"{sys_root}/fs/cgroup" + (f"/{controller}" if v1 else "")
+            root = cgroups + (f"/{controller}" if v1 else "")
             seen = (
                 [_soft(_limit, root + d, name, v1) for d in _up(path)] if path is not None else []
             )

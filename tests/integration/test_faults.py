@@ -38,7 +38,9 @@ def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built):
     shutil.rmtree(out, ignore_errors=True)
     filler.unlink(missing_ok=True)
     room = os.statvfs(FULL)
-    filler.write_bytes(bytes(room.f_bavail * room.f_frsize - 20 * 1024))  # 20 KB left
+    # room for two records at the most a record takes (16 KiB, launch fingerprint and all),
+    # and for fewer than the ten a record of this campaign (about 6-8 KB) needs
+    filler.write_bytes(bytes(room.f_bavail * room.f_frsize - 40 * 1024))
     args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native", "--np", "1", "--repeats", "10")
     args = (*args, "--out", str(out))
     try:

@@ -90,6 +90,27 @@ def test_libraries_are_each_mapped_object_by_folder_with_size_and_build_id(fake)
     }
 
 
+def test_a_folder_of_hundreds_of_libraries_is_folded_to_keep_the_record_small(fake):
+    """Debian's torch maps 250 libraries from /usr/lib/<arch>: that folder becomes one
+    entry (how many, a digest of their names and ids) while the small ones stay listed."""
+    lines = []
+    for i in range(300):
+        write(fake.files, f"{LIB}/libx{i:03d}.so", elf(bytes([i % 256]) * 20))
+        lines.append(f"7f00-7f01 r-xp 00000000 08:01 {i} {LIB}/libx{i:03d}.so")
+    write(fake.files, "/opt/venv/lib/libtorch_cpu.so", elf(BUILD_ID))
+    lines.append("7f02-7f03 r-xp 00000000 08:01 999 /opt/venv/lib/libtorch_cpu.so")
+    write(fake.proc, "self/maps", "\n".join(lines) + "\n")
+    libraries = fake.take()["libraries"]
+    assert len(json.dumps(libraries)) <= fingerprint.LIBRARIES_BYTES
+    assert list(libraries[LIB]) == ["*"] and libraries[LIB]["*"].startswith("300 libraries sha256:")
+    assert libraries["/opt/venv/lib"] == {
+        "libtorch_cpu.so": f"{len(elf(BUILD_ID))} {BUILD_ID.hex()[:12]}"
+    }
+    write(fake.files, f"{LIB}/libx007.so", elf(b"\x01" * 20))  # one of them rebuilt
+    fingerprint._ids.clear()
+    assert fake.take()["libraries"][LIB] != libraries[LIB]
+
+
 def test_shadowed_are_files_on_the_loaders_path_named_as_a_library_mapped_from_elsewhere(fake):
     system = f"/usr/lib/{os.uname().machine}-linux-gnu"
     wheel = "/opt/venv/torch/lib"

@@ -15,19 +15,21 @@ from kit.core.errors import KitError
 from kit.core.paths import repo_root
 
 
-def _declarations() -> ModuleType:
-    """kitschema, once per process (the tests import the same file from benchmarks/)."""
-    if "kitschema" not in sys.modules:
+def shared(name: str) -> ModuleType:
+    """benchmarks/NAME.py, a file the benchmarks use in their images, loaded from the
+    checkout once per process under its own name (the tests import the same file from
+    benchmarks/), so runner and benchmarks share one copy of what both need."""
+    if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            "kitschema", repo_root() / "benchmarks" / "kitschema.py"
+            name, repo_root() / "benchmarks" / f"{name}.py"
         )
         module = importlib.util.module_from_spec(spec)
-        sys.modules["kitschema"] = module  # before running it: its dataclasses look it up
+        sys.modules[name] = module  # before running it: kitschema's dataclasses look it up
         spec.loader.exec_module(module)
-    return sys.modules["kitschema"]
+    return sys.modules[name]
 
 
-_schema = _declarations()
+_schema = shared("kitschema")
 SCHEMA: str = _schema.SCHEMA
 DATASET_STAMP: str = _schema.DATASET_STAMP
 Bench = _schema.Bench

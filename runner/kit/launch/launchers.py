@@ -89,7 +89,10 @@ class Local(Launcher):
     ) -> Launched:
         argv = self.argv(rt, prep, job, env)
         cleanup = lambda: self.cleanup(rt, job)  # noqa: E731
-        outcome = supervise.run(argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi)
+        program = job.program if job.fingerprint else None
+        outcome = supervise.run(
+            argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi, program
+        )
         return Launched(argv, outcome)
 
     def cleanup(self, rt: Runtime, job: Job) -> None:

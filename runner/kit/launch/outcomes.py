@@ -32,6 +32,9 @@ class Outcome:
     # watched: the machine's CPU time and the trial's own (window.own_s), over the same
     # instants (proctree.Tree); None where nothing here watched it (a Slurm job)
     window: hostload.Window | None = None
+    # a user's command's first rank's launch fingerprint, read from here while it ran
+    # (rank_fingerprint); None where none was taken
+    fingerprint: dict | None = None
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:

@@ -2,7 +2,8 @@
 elsewhere that carry its marker (KIT_TRIAL, in the environment kit starts it with: a
 container's ranks run under their engine, not under kit), and the CPU time of both beside
 the machine's, the host-load record's evidence (hostload). Also what one of them is
-(describe: its rank, command and CPU) and which MPI library files they mapped.
+(describe: its rank, command and CPU), which of them runs a user's command's first rank
+(first_rank), and which MPI library files they mapped.
 
 Helpers leave the launcher's process group: MPI launchers put each rank in a session of
 its own, and Apptainer's squashfuse mount daemon also clears its environment and outlives
@@ -19,6 +20,8 @@ from typing import NamedTuple
 from kit.image.foreign import MPI_LIBRARIES
 from kit.launch import hostload
 
+Key = tuple[int, str]  # one process: its pid and start time (a reused pid is another)
+
 
 class Stat(NamedTuple):
     """What a look at the process tree needs of /proc/PID/stat (CPU in clock ticks)."""
@@ -31,10 +34,10 @@ class Stat(NamedTuple):
     reaped: int  # cutime + cstime: the children it waited for, with theirs
 
 
-def _read(pid: int) -> Stat | None:
+def _read(pid: int, proc: str = "/proc") -> Stat | None:
     """pid's stat, a zombie's too (its times are final); None once it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
             head, _, rest = f.read().rpartition(b")")
         x = rest.split()
         name = head.partition(b"(")[2].decode(errors="replace")
@@ -44,16 +47,22 @@ def _read(pid: int) -> Stat | None:
         return None
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
+def _stat(pid: int, proc: str = "/proc") -> tuple[int, str] | None:
     """(parent pid, start time) of pid, or None once it is gone or a zombie."""
-    st = _read(pid)
+    st = _read(pid, proc)
     return None if st is None or st.zombie else (st.ppid, st.start)
 
 
-def running(pid: int, start: str | None) -> bool:
+def started(pid: int, proc: str = "/proc") -> str | None:
+    """pid's start time (with the pid, which process it is), None once it is gone or a
+    zombie."""
+    return st[1] if (st := _stat(pid, proc)) else None
+
+
+def running(pid: int, start: str | None, proc: str = "/proc") -> bool:
     """Whether pid is still the process that started at `start` (not a zombie, and not
     another process that reused its pid)."""
-    return (st := _stat(pid)) is not None and st[1] == start
+    return start is not None and started(pid, proc) == start
 
 
 def _pids() -> list[int]:
@@ -86,6 +95,14 @@ def marked(marker: str | re.Pattern[str]) -> list[int]:
 
 
 RANK_VARS = (b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK=", b"SLURM_PROCID=")
+SHEBANG_WORDS = 2  # what a script's #! line puts before its path: an interpreter, an argument
+
+
+def _rank(environ: list[bytes]) -> int | None:
+    """The rank its launcher gave a process (environ's entries), None where it gave none."""
+    return next(
+        (int(v.split(b"=", 1)[1]) for v in environ for p in RANK_VARS if v.startswith(p)), None
+    )
 
 
 def describe(pid: int) -> dict | None:
@@ -98,11 +115,38 @@ def describe(pid: int) -> dict | None:
         return None
     if (st := _read(pid)) is None:
         return None
-    rank = next(
-        (int(v.split(b"=", 1)[1]) for v in environ for p in RANK_VARS if v.startswith(p)), None
-    )
-    cpu_s = st.cpu / hostload.TICK
+    rank, cpu_s = _rank(environ), st.cpu / hostload.TICK
     return {"pid": pid, "rank": rank, "cpu_s": round(cpu_s, 1), "command": cmd.strip()[:200]}
+
+
+def runs(argv: list[str], program: list[str]) -> bool:
+    """Whether a process's argv is the program's as launched: the same words, or behind
+    the interpreter (and its argument) of the script's #! line; the first word by name
+    only (its launcher found it on PATH). A launcher's argv (mpirun, docker run, apptainer
+    exec) ends with the program too, after more words than a #! line puts."""
+    name = os.path.basename(program[0])
+    return any(
+        len(rest) == len(program) and rest[1:] == program[1:] and os.path.basename(rest[0]) == name
+        for rest in (argv[k:] for k in range(SHEBANG_WORDS + 1))
+    )
+
+
+def first_rank(pids: list[int], program: list[str], proc: str = "/proc") -> Key | None:
+    """Which of pids runs a command's first rank (pid, start time): of those running the
+    program (runs), the lowest rank a launcher gave (none: one rank), the first started
+    (workers forked from it run the same argv); None where none is readable by us."""
+    found = []
+    for pid in set(pids):
+        try:
+            argv = Path(f"{proc}/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+            environ = Path(f"{proc}/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if (start := started(pid, proc)) is not None and runs(words, program):
+            rank = _rank(environ)
+            found.append(((rank is None, rank or 0, int(start), pid), (pid, start)))
+    return min(found)[1] if found else None
 
 
 def mapped_mpi(pids: list[int]) -> set[str]:
@@ -120,9 +164,6 @@ def mapped_mpi(pids: list[int]) -> set[str]:
             if path.startswith("/") and any(p.match(name) for p, _ in MPI_LIBRARIES):
                 found.add(path)
     return found
-
-
-Key = tuple[int, str]  # one process: its pid and start time (a reused pid is another)
 
 
 class Tree:
@@ -154,7 +195,7 @@ class Tree:
         self.root, self.marker = root, marker
         self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
         self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
-        self.root_start = st[1] if (st := _stat(root)) else None
+        self.root_start = started(root)
         self.marked: set[Key] = set()  # outside the tree, with the marker, at the last look
         self.unmarked: set[tuple[int, str, str]] = set()  # checked: pid, start time, name
         # the trial's processes at the last look: total CPU, reaped CPU (ticks), parent
@@ -224,6 +265,11 @@ class Tree:
             own = sum(c[0] for c in cpu.values()) - sum(c[0] for c in self.cpu.values())
             self.window = self.window.plus(self.machine, machine, own / hostload.TICK)
         self.cpu, self.machine = cpu, machine
+
+    def processes(self) -> list[int]:
+        """The trial's processes at the last look: the root, its descendants still running
+        and those marked (a container's ranks run under their engine)."""
+        return [self.root, *self.alive(), *(pid for pid, _ in self.marked)]
 
     def alive(self) -> list[int]:
         seen = list(self.seen.items())  # at once: a look may be adding to it

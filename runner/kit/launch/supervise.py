@@ -8,7 +8,9 @@ tree is stopped at the end, as is any process carrying the trial's KIT_TRIAL mar
 child that escaped between two looks). What lives outside this tree entirely (a Docker
 container) is removed by the runtime's own clean-up. The same looks count the CPU time of
 the trial's processes beside the machine's (hostload), stop a mount daemon its Apptainer
-left behind (mounts) and, when asked, find which MPI library its ranks loaded.
+left behind (mounts) and, when asked, find which MPI library its ranks loaded. A user's
+command's first rank is fingerprinted from here when its figure is first read
+(rank_fingerprint).
 """
 
 import contextlib
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from kit.core.readers import BenchRecord, Reader, read_result
-from kit.launch import mounts, outcomes, proctree, streams
+from kit.launch import mounts, outcomes, proctree, rank_fingerprint, streams
 
 GRACE_S = 5.0
 LOOK_S = 0.25  # how often the watch looks at the trial's processes
@@ -49,8 +51,7 @@ class Watch(threading.Thread):
             tree.scan()
             self.orphans.stop(tree)
             if self.watch_mpi and not self.mpi_loaded:  # ranks in a container: by their marker
-                ranks = [tree.root, *tree.alive(), *(pid for pid, _ in tree.marked)]
-                self.mpi_loaded = proctree.mapped_mpi(ranks)
+                self.mpi_loaded = proctree.mapped_mpi(tree.processes())
 
 
 def still_running(tree: proctree.Tree, marker: str) -> tuple[dict, ...]:
@@ -106,10 +107,12 @@ def run(
     cleanup: Callable[[], None],
     read: Callable[[], Reader] | None = None,
     watch_mpi: bool = False,
+    program: list[str] | None = None,
 ) -> outcomes.Outcome:
     """Run argv to completion, timeout or Ctrl-C. The result is read from all of its
     standard output as it is printed (read: makes a user's command's reader; by default
     the kit benchmark's record), and only the tail of each stream is kept (streams).
+    program: a user's command, whose first rank is fingerprinted once its result is read.
 
     Each stream is a pipe with a thread of its own reading it (streams.pump), never waited
     on: the end of the launcher, not the end of every inherited descriptor, ends the wait,
@@ -119,7 +122,6 @@ def run(
     env = {**env, "KIT_TRIAL": marker}
     kills_before = outcomes.oom_kills()
     reader = (read or BenchRecord)()
-    out, err = streams.Capture(reader), streams.Capture()
     stopped = threading.Event()
     t0 = time.monotonic()
     with subprocess.Popen(
@@ -130,13 +132,15 @@ def run(
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     ) as proc:  # its end closes the pipes
+        tree = proctree.Tree(proc.pid, marker=marker)
+        first = rank_fingerprint.FirstFigure(reader, tree, program) if program else None
+        out, err = streams.Capture(first or reader), streams.Capture()
         pumps = [
             threading.Thread(target=streams.pump, args=(pipe, capture, stopped), daemon=True)
             for pipe, capture in ((proc.stdout, out), (proc.stderr, err))
         ]
         for pump in pumps:
             pump.start()
-        tree = proctree.Tree(proc.pid, marker=marker)
         watch = Watch(tree, watch_mpi)
         watch.start()
         status, stuck = None, ()
@@ -182,6 +186,8 @@ def run(
             why = unread
     loaded = tuple(sorted(watch.mpi_loaded))
     whole = "" if status == "ok" else f"== stderr ==\n{stderr}\n== stdout ==\n{stdout}"
+    fingerprint = first.fingerprint if first else None
     return outcomes.Outcome(
-        status, proc.returncode, wall, result, tail, stuck, why, oom, loaded, whole, tree.window
-    )
+        status, proc.returncode, wall, result, tail, stuck, why, oom, loaded, whole, tree.window,
+        fingerprint,
+    )  # fmt: skip

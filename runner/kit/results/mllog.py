@@ -11,11 +11,8 @@ events are built by benchmarks/mllog_lines.py, which the benchmarks write theirs
 mlperf-logging's own parser reads them (tests/unit/results/test_mllog.py).
 """
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 from kit.core import benches, paths
 from kit.core.errors import KitError
@@ -24,21 +21,9 @@ from kit.results import record, store
 SOURCE = "kit export"  # the metadata's file: these events were written from the records
 
 
-def _builder() -> ModuleType:
-    """benchmarks/mllog_lines.py, the writer the benchmarks use in their images, loaded from
-    the checkout as kit.core.benches loads kitschema, once per process (the tests import
-    the same file): one event builder for the benchmarks and the export."""
-    if "mllog_lines" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "mllog_lines", paths.repo_root() / "benchmarks" / "mllog_lines.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["mllog_lines"] = module
-    return sys.modules["mllog_lines"]
-
-
-_events = _builder()
+# benchmarks/mllog_lines.py, the writer the benchmarks use in their images: one event
+# builder for the benchmarks and the export
+_events = benches.shared("mllog_lines")
 PREFIX: str = _events.PREFIX
 
 

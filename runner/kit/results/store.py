@@ -32,7 +32,8 @@ from kit.core.paths import make_dir, write_atomically
 from kit.results.record import READ_FIELDS, READABLE
 
 FILE = "trials.jsonl"
-TRIALS_LIMIT = 1 << 30  # 1 GiB: 100,000 trials (checks.MAX_TRIALS) of 10 KB each
+TRIALS_LIMIT = 2 << 30  # 2 GiB: 100,000 trials (checks.MAX_TRIALS) of at most 16 KiB each
+# (a launch fingerprint's libraries are folded to fit: benchmarks/fingerprint.py)
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
 LOGS = "logs"  # the whole output of each trial that did not end ok, one file a trial

@@ -111,6 +111,8 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
     result = outcome.result
     if job.watch_mpi and result is not None:  # what its ranks really loaded
         result = {**result, "mpi_loaded": list(outcome.mpi_loaded)}
+    if outcome.fingerprint is not None and result is not None:  # as kit's benchmarks' own
+        result = {**result, "fingerprint": outcome.fingerprint}
     why = f"{rt.service} stopped answering" if ended == "lost" else outcome.cause
     log = store.save_log(ctx.out_dir, name, outcome.output) if outcome.output else ""
     filed = Trial(
@@ -165,7 +167,10 @@ def trial_job(
     extra = opts.runtime_args.get(rt.arm, [])
     if cmd := opts.command:  # a user's command: theirs natively, the image's otherwise
         argv = cmd.native_argv if rt.runs == "host" else cmd.argv
-        return Job(list(argv), c.ranks, mpirun, name, extra, read=cmd.reader, watch_mpi=c.ranks > 1)
+        return Job(
+            list(argv), c.ranks, mpirun, name, extra,
+            read=cmd.reader, watch_mpi=c.ranks > 1, fingerprint=True,
+        )  # fmt: skip
     real = c.data == "real" and opts.data_dir
     data = rt.data_path(opts.data_dir) if real else ""
     argv = program(prep.python, prep.bench_dir, c, opts, data, launch)

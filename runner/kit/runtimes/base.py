@@ -70,6 +70,9 @@ class Job:
     # its result() returns says why there is none
     read: Callable[[], "Reader"] | None = None
     watch_mpi: bool = False  # record which MPI library files its ranks map (they do not say)
+    # fingerprint its first rank from the host (a user's command: its image need hold no
+    # Python, and none of kit's files)
+    fingerprint: bool = False
 
 
 def mpirun(job: Job) -> list[str]:

@@ -1,7 +1,15 @@
 """One trial: the benchmark's argv, and how its end is read."""
 
+import os
+import sys
+
+import fingerprint
+
 from kit import runtimes
-from kit.results import store
+from kit.core import command
+from kit.image import recipes
+from kit.launch import launchers
+from kit.results import fingerprints, store
 from kit.run import plan, trial
 
 
@@ -41,3 +49,31 @@ def test_out_of_memory_is_a_result_whoever_reports_it():
     assert trial.status(outcome("failed", None, gone), lost) == "lost"  # --resume reruns it
     assert trial.status(outcome("failed", None, gone)) == "failed"
     assert "oom" in store.FINISHED
+
+
+def test_a_commands_trial_record_carries_its_first_ranks_fingerprint(tmp_path):
+    """A user's command (kit run --command) run natively as kit runs it (the Local launcher,
+    a real process): its record's result holds the fingerprint read from the host while it
+    ran, in the benchmarks' layout, which the report's comparison reads unchanged."""
+    code = "import time; time.sleep(0.3); print('rate: 5', flush=True); time.sleep(1)"
+    argv = (sys.executable, "-c", code)
+    cmd = command.Command(
+        "own", argv, argv, command.pattern(r"rate: (?P<rate>\S+)"), "", True, "last"
+    )
+    opts = plan.Options(0, 0, 60, "mpirun", {}, {"own": []}, command=cmd)
+    env = {"PATH": os.environ["PATH"], "OMP_NUM_THREADS": "3"}
+    ctx = trial.Context(
+        recipes.load("pytorch-mpich"), "cpu", opts, "c1", "mpirun", "none",
+        trial.host_info(), env, launchers.Local(), tmp_path,
+    )  # fmt: skip
+    prep = runtimes.Prepared("native", "sha256:n", sys.executable, "")
+    planned = plan.Planned("native", plan.Config("own", "-", 0, 1, "-"), 0, False)
+    record = trial.run(ctx, runtimes.get("native"), prep, "1", planned, 0)
+    assert record["status"] == "ok" and record["result"]["value"] == 5.0
+    fp = record["result"]["fingerprint"]
+    assert fp["version"] == fingerprint.VERSION and fp["environment"] == {"OMP_NUM_THREADS": "3"}
+    folder, _, name = os.path.realpath(sys.executable).rpartition("/")
+    assert fp["libraries"][folder][name]  # the executable, its identity read through its root
+    assert fp["limits"]["affinity"] and fp["threads"]["process"] >= 1
+    assert fp["took_ms"] < 50
+    assert fingerprints.facts(fp)[("environment", "OMP_NUM_THREADS")][0] == "3"
