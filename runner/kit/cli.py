@@ -799,9 +799,13 @@ def cmd_history(a: argparse.Namespace) -> None:
             f"({sel.said()}); kit results ls lists them"
         )
     sys.stdout.write(history.text(points))
+    title = f"{a.runtime} on {a.image}, over time"
     if a.figure is not None:
-        a.figure.write_text(drawn.figure(points, f"{a.runtime} on {a.image}, over time"))
+        a.figure.write_text(drawn.figure(points, title))
         print(f"figure: {a.figure}")
+    if a.html is not None:
+        a.html.write_text(drawn.page(points, title))
+        print(f"page: {a.html}")
 
 
 def cmd_export(a: argparse.Namespace) -> None:
@@ -904,6 +908,10 @@ def _catalogued(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--runtime", required=True, help="the runtime (and its NAME@LABEL arms)")
     _filters(s, image_runtime=False)
     s.add_argument("--figure", type=Path, metavar="FILE.svg", help="also draw it as SVG")
+    s.add_argument(
+        "--html", type=Path, metavar="FILE.html", help="also write it as an HTML page: the "
+        "tables and the figure, as kit report draws them"
+    )  # fmt: skip
     s.add_argument(
         "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"
     )

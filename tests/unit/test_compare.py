@@ -137,10 +137,14 @@ def test_history_names_what_changed_between_campaigns(tmp_path, capsys):
                             seed=i, started=f"2026-11-0{i + 1}T10:00:00+00:00",
                             runtime_version=version)  # fmt: skip
         catalogue.add(db, [d])
-    svg = tmp_path / "history.svg"
+    svg, page = tmp_path / "history.svg", tmp_path / "history.html"
     code, out, err = kit(capsys, "history", "pytorch-mpich", "--runtime", "docker",
-                         "--catalogue", str(db), "--figure", str(svg))  # fmt: skip
+                         "--catalogue", str(db), "--figure", str(svg),
+                         "--html", str(page))  # fmt: skip
     assert code == 0, err
+    html = page.read_text()  # the same rows as a table, then the figure
+    assert html.count("<tr>") == 4 and "docker 27.1 -&gt; docker 28.0</td>" in html
+    assert '<figure id="history"><svg' in html or '<figure id="history"><?xml' in html
     rows = [x for x in out.splitlines() if x.strip().startswith("2026-")]
     assert [r.split()[1] for r in rows] == ["c0", "c1", "c2"]
     assert rows[1].endswith("-") and rows[2].endswith("runtime docker 27.1 -> docker 28.0")

@@ -1,8 +1,9 @@
 """The figure of `kit history`: one runtime's ratio to native, campaign by campaign, with
 a dashed line where the runtime's version, the kernel, the image or the host changed."""
 
-from kit.report import plots
-from kit.results import history
+from kit.report import plots, writers
+from kit.report.document import Document, Section, Table
+from kit.results import compare, history
 
 
 def figure(pts: list[history.Point], title: str) -> str:
@@ -28,3 +29,15 @@ def figure(pts: list[history.Point], title: str) -> str:
         ax.set_xticks(range(len(pts)), [p.started[:10] for p in pts], rotation=45, fontsize=7)
 
     return plots._svg("history", title, "campaign (first trial's start)", "ratio to native", draw)
+
+
+def page(pts: list[history.Point], title: str) -> str:
+    """The history as a self-contained HTML page, through the report's own document model
+    and writer: a table a configuration, then the figure."""
+    sections = [
+        Section(compare.describe(key), [Table(list(history.HEAD), [list(r) for r in rows])])
+        for key, rows in history.table(pts).items()
+    ]
+    drawn = plots.Figure("history", title, figure(pts, title))
+    sections.append(Section("Figure", [drawn]))
+    return writers.RENDERERS["html"](Document(title, [], sections, Table([], []), {}))

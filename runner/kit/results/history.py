@@ -69,19 +69,28 @@ def points(path: Path, sel: selection.Selection, conf: float) -> list[Point]:
     return out
 
 
+HEAD = ("STARTED", "CAMPAIGN", "ARM", "RATIO", "INTERVAL", "VERDICT", "CHANGED")
+
+
+def table(pts: list[Point]) -> dict[Key, list[tuple[str, ...]]]:
+    """Per configuration, one row a campaign (columns HEAD): the text's and the page's."""
+    out: dict[Key, list[tuple[str, ...]]] = {}
+    for p in pts:
+        out.setdefault(p.key, []).append((
+            p.started or "-", p.campaign, p.arm,
+            f"{p.ratio.value:.3f}" if p.ratio else "-",
+            f"[{p.ratio.low:.3f}, {p.ratio.high:.3f}]" if p.ratio else "-",
+            p.verdict, "; ".join(p.changed) or "-",
+        ))  # fmt: skip
+    return out
+
+
 def text(pts: list[Point]) -> str:
     """A table a configuration: one row a campaign."""
     lines: list[str] = []
-    head = ("STARTED", "CAMPAIGN", "ARM", "RATIO", "INTERVAL", "VERDICT", "CHANGED")
-    for key in dict.fromkeys(p.key for p in pts):
-        rows = [head] + [
-            (p.started or "-", p.campaign, p.arm,
-             f"{p.ratio.value:.3f}" if p.ratio else "-",
-             f"[{p.ratio.low:.3f}, {p.ratio.high:.3f}]" if p.ratio else "-",
-             p.verdict, "; ".join(p.changed) or "-")
-            for p in pts if p.key == key
-        ]  # fmt: skip
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for key, body in table(pts).items():
+        rows = [HEAD, *body]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
         lines += ["", compare.describe(key)] if lines else [compare.describe(key)]
         lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
                   for r in rows]  # fmt: skip
