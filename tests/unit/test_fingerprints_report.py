@@ -7,9 +7,7 @@ import copy
 import csv
 import io
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,8 @@ from kit.report import writers
 from kit.results import analysis, fingerprints
 
 from .records import record as trial
+from .report.test_golden import matches_golden
 
-GOLDEN = Path(__file__).parent / "report" / "golden"
 NATIVE_TORCH = "/home/kit/.cache/kit/native/pytorch2-mpich/lib/python3.11/site-packages/torch/lib"
 IMAGE_TORCH = "/opt/kit/venv/lib/python3.11/site-packages/torch/lib"
 SYSTEM = "/usr/lib/x86_64-linux-gnu"
@@ -251,10 +249,7 @@ def section(fmt: str) -> str:
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_section_matches_its_golden_file(fmt):
-    path = GOLDEN / f"fingerprints.{fmt}"
-    if os.environ.get("KIT_GOLDEN") == "write":
-        path.write_text(section(fmt))
-    assert section(fmt) == path.read_text()
+    assert matches_golden(f"fingerprints.{fmt}", section(fmt))
 
 
 def test_the_section_stands_beside_the_verdicts_and_says_what_no_test_can_yet():
