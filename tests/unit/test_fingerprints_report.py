@@ -264,3 +264,9 @@ def test_the_section_stands_beside_the_verdicts_and_says_what_no_test_can_yet():
     ) in text
     html = writers.render(analysis.summarise(campaign(), "x"), "html")
     assert "<details><summary>Differences from native&#x27;s launches (5)</summary><table>" in html
+
+
+def test_a_folded_folder_is_named_by_its_path():
+    """A folder folded to one entry (hundreds of system libraries) reads as its path."""
+    folded = {"libraries": {"/usr/lib/x86_64-linux-gnu": {"*": "290 libraries sha256:ab"}}}
+    assert list(fingerprints.facts(folded)) == [("libraries", "/usr/lib/x86_64-linux-gnu/*")]

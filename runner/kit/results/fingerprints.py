@@ -97,7 +97,8 @@ def facts(fp: dict) -> Facts:
                 continue
             for lib, ident in value.items() if isinstance(value, dict) else ():
                 path = f"{name}/{lib}"
-                key = (group, lib if (group, lib) not in out else path)
+                # a folder folded to one entry ('*': benchmarks/fingerprint.py) by its path
+                key = (group, lib if (group, lib) not in out and lib != "*" else path)
                 out[key] = (str(ident) or path, f"{path} ({ident or 'unreadable'})")
     return out
 
