@@ -295,7 +295,10 @@ def _allowance(g: Group) -> str:
             continue
         every = arm.ratio_all  # the check with every launch kept, where some were left out
         widened = every is not None and stats.half_width(every) > stats.half_width(arm.ratio)
-        said.append(f"{arm.runtime} {a.factor:.2f}x" + (" (with every launch)" if widened else ""))
+        why = [w for w, yes in (("with every launch", widened),
+                                ("its slow launches kept", a.factor > OWN_SPREAD and arm.slow))
+               if yes]  # fmt: skip
+        said.append(f"{arm.runtime} {a.factor:.2f}x" + (f" ({', '.join(why)})" if why else ""))
         if a.own > OWN_SPREAD * a.expected:
             own.append(f"{arm.runtime} ±{100 * a.own:.1f}% against ±{100 * a.expected:.1f}%")
     if not said:
