@@ -212,6 +212,12 @@ def cmd_run(a: argparse.Namespace) -> None:
     print(out)
 
 
+def _results_dir(d: Path) -> None:
+    """A folder a results command reads must exist: one line naming it, before any work."""
+    if not d.is_dir():
+        raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
+
+
 def cmd_report(a: argparse.Namespace) -> None:
     from kit.report import writers
     from kit.run import request
@@ -221,8 +227,7 @@ def cmd_report(a: argparse.Namespace) -> None:
     request.check_confidence(a.confidence)
     seen: set[Path] = set()
     for d in a.dir:
-        if not d.is_dir():
-            raise KitError(f"results directory '{d}' does not exist; pass a 'kit run --out' DIR")
+        _results_dir(d)
         if d.resolve() in seen:
             raise KitError(f"results directory '{d}' is given twice; its trials would count twice")
         seen.add(d.resolve())
@@ -768,8 +773,7 @@ def cmd_check(a: argparse.Namespace) -> None:
         raise KitError("kit check needs one of --max-overhead ARM=PCT,... or --against SELECTION")
     if (a.against is None) != (a.max_change is None):
         raise KitError("--against SELECTION and --max-change PCT go together")
-    if not a.dir.is_dir():
-        raise KitError(f"results directory '{a.dir}' does not exist; pass a 'kit run --out' DIR")
+    _results_dir(a.dir)
     if a.max_overhead is not None:
         checked = gate.overhead(a.dir, gate.bounds(a.max_overhead), a.confidence)
         kind = "overhead"
@@ -813,8 +817,7 @@ def cmd_export(a: argparse.Namespace) -> None:
 
     if a.format != "mllog":
         raise KitError(f"--format '{a.format}' is not one of mllog")
-    if not a.dir.is_dir():
-        raise KitError(f"results directory '{a.dir}' does not exist; pass a 'kit run --out' DIR")
+    _results_dir(a.dir)
     print(mllog.export(a.dir, a.out))
 
 

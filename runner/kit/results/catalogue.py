@@ -208,17 +208,21 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+def utc_text(when: datetime) -> str:
+    """A time as the catalogue keeps it: UTC text that sorts as time does (a time without
+    a zone taken as UTC)."""
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(datetime.now(UTC))
 
 
 def _utc(r: dict) -> str:
-    """A record's start as UTC text that sorts as time does ('' where it does not say)."""
+    """A record's start as catalogue time ('' where it does not say)."""
     when = record.started(r)
-    if when is None:
-        return ""
-    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "" if when is None else utc_text(when)
 
 
 def _hash(value: object) -> str:

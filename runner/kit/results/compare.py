@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from kit.core import benches
+from kit.core import benches, columns
 from kit.core.errors import KitError
 from kit.results import analysis, catalogue, record, selection, stats, store
 from kit.results.analysis import REFERENCE, Key
@@ -227,10 +227,7 @@ def text(c: Comparison) -> str:
                 f"{iv.value:.3f}" if iv else "-",
                 f"[{iv.low:.3f}, {iv.high:.3f}]" if iv else "-", ch.verdict,
             ))  # fmt: skip
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines += ["", describe(key)]
-        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                  for r in rows]  # fmt: skip
+        lines += ["", describe(key), *columns.aligned(rows, indent="  ")]
     lines += ["", *c.only] if c.only else []
     lines.append(
         f"\neach interval at {c.each:.2%} (Bonferroni over {len(c.changes)} comparison(s)): "

@@ -103,6 +103,11 @@ def facts(fp: dict) -> Facts:
     return out
 
 
+def _order(key: tuple[str, str]) -> tuple[int, str]:
+    """Facts in GROUPS' order, by name within a group."""
+    return GROUPS.index(key[0]), key[1]
+
+
 def _seen(launches: list[Facts], key: tuple[str, str]) -> dict[str | None, str]:
     """What the launches had for a fact: compared value -> shown (None: lacking it)."""
     lacking = "unset" if key[0] == "environment" else "absent"
@@ -135,7 +140,7 @@ def compare(by_rt: dict[str, list[dict]], baseline: str, key: "Key") -> Fingerpr
         mine = launches[rt]
         arm = ArmFacts(rt, len(by_rt[rt]), len(mine))
         out.arms.append(arm)
-        keys = sorted({k for f in mine for k in f}, key=lambda k: (GROUPS.index(k[0]), k[1]))
+        keys = sorted({k for f in mine for k in f}, key=_order)
         for k in keys:
             seen = _seen(mine, k)
             if len(seen) > 1:
@@ -154,7 +159,7 @@ def _differences(base: list[Facts], mine: list[Facts], arm: Tested) -> list[Diff
     both, not a difference between them)."""
     keys = {k for f in [*base, *mine] for k in f}
     out = []
-    for k in sorted(keys, key=lambda k: (GROUPS.index(k[0]), k[1])):
+    for k in sorted(keys, key=_order):
         theirs, ours = _seen(base, k), _seen(mine, k)
         if set(theirs) == set(ours) or (len(theirs) > 1 and len(ours) > 1):
             continue

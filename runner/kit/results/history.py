@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core import columns
 from kit.results import analysis, catalogue, compare, selection, stats
 from kit.results.analysis import Key
 
@@ -89,9 +90,6 @@ def text(pts: list[Point]) -> str:
     """A table a configuration: one row a campaign."""
     lines: list[str] = []
     for key, body in table(pts).items():
-        rows = [HEAD, *body]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
         lines += ["", compare.describe(key)] if lines else [compare.describe(key)]
-        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                  for r in rows]  # fmt: skip
+        lines += columns.aligned([HEAD, *body], indent="  ")
     return "\n".join(lines) + "\n"

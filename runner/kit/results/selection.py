@@ -10,11 +10,12 @@ start, in UTC.
 import json
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from kit.core import columns
 from kit.core.errors import KitError
-from kit.results.catalogue import opened
+from kit.results.catalogue import opened, utc_text
 
 FILTERS = ("image", "runtime", "runtime_version", "host", "since", "until", "preset", "campaign")
 
@@ -82,8 +83,7 @@ def moment(flag: str, text: str, end: bool = False) -> str:
         ) from None
     if end and len(text.strip()) == 10:
         when += timedelta(days=1)
-    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(when)
 
 
 def selection(**given: str | None) -> Selection:
@@ -168,8 +168,4 @@ def table(listed: list[Listed]) -> str:
          c.arms, c.folder)
         for c in listed
     ]  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
-    return "\n".join(
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)) + "  " + row[-1]
-        for row in rows
-    )
+    return "\n".join(columns.aligned(rows))
