@@ -288,8 +288,8 @@ def _allowance(g: Group) -> str:
         if arm.half_width is None or arm.ratio is None:
             continue
         a = precision.allowance(
-            arm.half_width, arm.method, arm.ratio.wanted, arm.round_spread,
-            g.variance.typical_launches if g.variance else None,
+            arm.half_width, arm.rounds, arm.baseline_launches, arm.ratio.wanted,
+            arm.round_spread, g.variance.typical_launches if g.variance else None,
         )  # fmt: skip
         if a is None:
             continue

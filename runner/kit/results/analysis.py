@@ -76,6 +76,8 @@ class Arm:
     ratio: stats.Interval | None = None  # rate / reference rate (family-adjusted)
     method: str = ""  # how ratio was formed: "paired (N rounds[, native xB a round])" or
     # "unpaired"
+    rounds: int = 0  # the rounds its ratio paired (0: unpaired)
+    baseline_launches: float = 1.0  # the baseline's launches a round in those rounds
     half_width: float | None = None  # the ratio interval's larger side, relative
     detectable: float | None = None  # smallest relative difference it could detect
     verdict: str = ""
@@ -396,11 +398,12 @@ def _ratio(
         times = f", {ref.runtime} x{launches:.2g} a round" if launches > 1.05 else ""
         arm.ratio = paired(pairs, each)
         arm.method = f"paired ({len(pairs)} rounds{times})"
+        arm.rounds, arm.baseline_launches = len(pairs), launches
         logs = [math.log(a / b) for a, b in pairs]
         arm.round_spread = statistics.stdev(logs) if len(logs) >= 2 else None
     else:
         arm.ratio, arm.method = stats.ratio_ci(rates(rs), rates(ref_rs), each), "unpaired"
-        arm.round_spread = None
+        arm.rounds, arm.baseline_launches, arm.round_spread = 0, 1.0, None
 
 
 def _compare(
@@ -638,7 +641,7 @@ def summarise(
         projection=[]  # a width short of rounds prices nothing
         if any(arm.too_few for _, arm, _ in family)
         else precision.project(
-            [(arm.ratio, arm.method) for _, arm, _ in family if arm.ratio], measured
+            [(arm.ratio, arm.rounds) for _, arm, _ in family if arm.ratio], measured
         ),
     )
 

@@ -11,7 +11,6 @@ The widest comparison decides, since a report's verdicts hold together.
 
 import itertools
 import math
-import re
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,9 +51,6 @@ def round_seconds(records: list[dict]) -> float | None:
     return statistics.median(steps) if steps else None
 
 
-PAIRED = re.compile(r"paired \((\d+) rounds(?:, \S+ x([\d.]+) a round)?")
-
-
 @dataclass(frozen=True)
 class Allowance:
     """How one comparison's interval compares with what the launch spread allows."""
@@ -74,24 +70,24 @@ def allowed(launch_sd: float, rounds: int, conf: float, baseline_launches: float
 
 
 def allowance(
-    half: float, how: str, conf: float, own: float | None, launch_sd: float | None
-) -> Allowance | None:
-    """A paired comparison's half-width `half` (formed as `how` says, at confidence
-    `conf`) against allowed(); None where it is not paired, has fewer than
-    stats.MIN_ROUNDS rounds, or no launch spread was measured."""
-    m = PAIRED.match(how)
-    if m is None or own is None or not launch_sd or int(m[1]) < stats.MIN_ROUNDS:
+    half: float, rounds: int, launches: float, conf: float, own: float | None,
+    launch_sd: float | None,
+) -> Allowance | None:  # fmt: skip
+    """A paired comparison's half-width `half` over `rounds` rounds (the baseline run
+    `launches` times a round), at confidence `conf`, against allowed(); None where it is
+    not paired, has fewer than stats.MIN_ROUNDS rounds, or no launch spread was measured."""
+    if own is None or not launch_sd or rounds < stats.MIN_ROUNDS:
         return None
-    launches = float(m[2]) if m[2] else 1.0
-    width = allowed(launch_sd, int(m[1]), conf, launches)
+    width = allowed(launch_sd, rounds, conf, launches)
     return Allowance(half / width, launch_sd * math.sqrt(1 + 1 / launches), own)
 
 
-def project(compared: list[tuple[stats.Interval, str]], records: list[dict]) -> list[Projection]:
+def project(compared: list[tuple[stats.Interval, int]], records: list[dict]) -> list[Projection]:
     """Rounds and minutes each of TARGETS takes for every paired comparison at once (the
-    widest decides), from the campaign's intervals (with how each was formed) and its time
-    a round; nothing before three rounds or where an interval is short of rounds."""
-    paired = [(iv, int(m[1])) for iv, how in compared if (m := PAIRED.match(how))]
+    widest decides), from the campaign's intervals (with the rounds each paired, 0 where
+    unpaired) and its time a round; nothing before three rounds or where an interval is
+    short of rounds."""
+    paired = [(iv, n) for iv, n in compared if n]
     if not paired or any(iv.short or n < 3 for iv, n in paired):
         return []
     per_round = round_seconds(records)

@@ -22,20 +22,31 @@ def test_allowed_is_the_t_half_width_at_the_spread_a_round_of_launches_gives():
 
 
 @pytest.mark.parametrize(
-    ("how", "own", "spread"),
-    [("unpaired", 0.1, 0.1), ("paired (2 rounds)", 0.1, 0.1), ("paired (9 rounds)", None, 0.1),
-     ("paired (9 rounds)", 0.1, None)],
-)  # fmt: skip
-def test_no_allowance_where_it_cannot_be_judged(how, own, spread):
-    assert precision.allowance(0.05, how, 0.95, own, spread) is None
+    ("rounds", "own", "spread"),
+    [(0, 0.1, 0.1), (2, 0.1, 0.1), (9, None, 0.1), (9, 0.1, None)],
+)  # unpaired, too few rounds, no own spread, no launch spread
+def test_no_allowance_where_it_cannot_be_judged(rounds, own, spread):
+    assert precision.allowance(0.05, rounds, 1.0, 0.95, own, spread) is None
 
 
-def test_the_allowance_reads_the_rounds_and_the_baselines_launches_from_the_pairing():
-    a = precision.allowance(0.05, "paired (12 rounds, native x2 a round)", 0.95, 0.2, 0.1)
+def test_the_allowance_takes_the_rounds_and_the_baselines_launches_a_round():
+    a = precision.allowance(0.05, 12, 2.0, 0.95, 0.2, 0.1)
     assert a is not None
     assert a.factor == pytest.approx(0.05 / precision.allowed(0.1, 12, 0.95, 2))
     assert a.expected == pytest.approx(0.1 * math.sqrt(1.5))
     assert a.own == 0.2
+
+
+def test_an_arm_carries_the_rounds_and_launches_its_ratio_paired():
+    records = []
+    for k in range(5):
+        records += [record("native", 100.0 + k, repeat=k, index=3 * k),
+                    record("native", 101.0 + k, repeat=k, index=3 * k + 1),
+                    record("docker", 99.0 + k, repeat=k, index=3 * k + 2)]  # fmt: skip
+    (group,) = analysis.summarise(records, "c").groups
+    docker = next(a for a in group.arms if a.runtime == "docker")
+    assert (docker.rounds, docker.baseline_launches) == (5, 2.0)
+    assert docker.method == "paired (5 rounds, native x2 a round)"
 
 
 def campaign(rounds: int, noisy: float, seed: int = 7) -> list[dict]:
