@@ -12,7 +12,7 @@ from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
 from kit.results import analysis
-from kit.run import plan
+from kit.run import options, plan
 from kit.run.checks import (
     Campaign,
     RunRequest,
@@ -29,11 +29,6 @@ from kit.run.checks import (
 )
 from kit.runtimes import Runtime
 
-COMMAND_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
-COMMAND_ONLY += ("require", "name")
-# kit's own benchmarks' options, and their defaults: a user's command takes none of them
-KIT_BENCH_ONLY = {"bench": None, "model": "tiny", "batch_size": "32", "data": "synthetic"}
-KIT_BENCH_ONLY |= {"data_dir": None, "bench_arg": [], "min_time": "0", "variant": "cpu"}
 FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -75,10 +70,8 @@ def _command(q: RunRequest, ranks: list[int]) -> command.Command:
 def campaign(q: RunRequest, plan_only: bool) -> Campaign:
     """A campaign of the user's own image and command: the same design, statistics and
     report as kit's benchmarks, one configuration per rank count."""
-    for dest, default in KIT_BENCH_ONLY.items():
-        if getattr(q, dest) != default:
-            flag = "--" + dest.replace("_", "-")
-            raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
+    if flag := given(q, options.KIT_BENCH):
+        raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
     chosen = _runtimes(q, native=True)
     check_numbers(q)
     ranks = site_and_ranks(q)[1]
@@ -121,7 +114,7 @@ def bench_request(q: RunRequest, plan_only: bool) -> tuple[RunRequest, Foreign]:
     they import; the request and image then make a campaign like any kit image's
     (request.kit_campaign; no native arm: kit's native environment is made from a kit
     recipe's pins)."""
-    if flag := given(q, COMMAND_ONLY):
+    if flag := given(q, options.COMMAND):
         raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
     chosen = _runtimes(q, native=False)
     wanted = names("--bench", q.bench)

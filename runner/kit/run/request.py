@@ -19,7 +19,7 @@ from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import hosts as host_list
 from kit.results import analysis
-from kit.run import own_image, plan
+from kit.run import options, own_image, plan
 from kit.run.checks import (
     Campaign,
     RunRequest,
@@ -47,6 +47,8 @@ def check_confidence(value: float) -> None:
 def check(q: RunRequest, plan_only: bool = False) -> Campaign:
     """The campaign the request describes, or a KitError naming the first bad option.
     plan_only (--dry-run) makes nothing on disk."""
+    if q.full:  # a preset's request goes to preset_run, not here
+        raise KitError("--full goes with --preset NAME (the study's own sizes)")
     if q.resume and q.out is None:  # the dry run's refusal too
         raise KitError("--resume needs --out DIR, the campaign to continue")
     check_confidence(q.confidence)
@@ -57,7 +59,7 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
             asked, image = own_image.bench_request(q, plan_only)
             return kit_campaign(asked, image, plan_only)
         return own_image.campaign(q, plan_only)
-    if flag := given(q, own_image.COMMAND_ONLY):
+    if flag := given(q, options.COMMAND):
         raise KitError(f"{flag} goes with --image REF (your own image)")
     if q.image is None:
         raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
