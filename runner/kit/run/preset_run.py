@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kit.core.errors import KitError
 from kit.results import store
-from kit.run import options, presets, start
+from kit.run import options, presets, request, start
 from kit.run.checks import RunRequest, given
 
 
@@ -61,10 +61,17 @@ def _where(q: RunRequest, leg: presets.Leg) -> dict:
 
 
 def _legs(q: RunRequest, p: presets.Preset, out: Path) -> None:
-    """Each leg as its own campaign in OUT/LEG, said first as its kit run line."""
+    """Each leg as its own campaign in OUT/LEG, said first as its kit run line; every leg
+    checked before the first runs (checking is pure: a later leg's mistake costs nothing)."""
     todo = presets.legs(p, _across(q))
-    for i, leg in enumerate(todo, 1):
-        how = {"where": _where(q, leg), "dry_run": q.dry_run, "resume": q.resume}
-        args = presets.argv(p, leg, out, q.full, **how)
-        print(f"==> {p.name} {i}/{len(todo)}: kit {' '.join(args)}", file=sys.stderr, flush=True)
-        start.run(presets.request(p, leg, out, q.full, **how))
+    how = {"dry_run": q.dry_run, "resume": q.resume}
+    asked = [presets.request(p, leg, out, q.full, where=_where(q, leg), **how) for leg in todo]
+    for leg, r in zip(todo, asked, strict=True):
+        try:
+            request.check(r)
+        except KitError as e:
+            raise KitError(f"preset {p.name}, leg {leg.name}: {e}") from None
+    for i, (leg, r) in enumerate(zip(todo, asked, strict=True), 1):
+        args = " ".join(presets.argv(p, leg, out, q.full, where=_where(q, leg), **how))
+        print(f"==> {p.name} {i}/{len(todo)}: kit {args}", file=sys.stderr, flush=True)
+        start.run(r)

@@ -16,7 +16,7 @@ from kit.run.checks import RunRequest
 def run(q: RunRequest) -> None:
     """The campaign the request describes; the results folder is printed last (on a
     failed run too: it holds the records either way)."""
-    c = request.check(q, plan_only=q.dry_run)
+    c = request.prepare(q, request.check(q), plan_only=q.dry_run)
     out = q.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
     if q.emit:  # the scripts' folder, not --out, is what the emission writes
         paths.make_dir(q.emit, "--emit", dry_run=q.dry_run)

@@ -10,7 +10,7 @@ from kit import cli
 from kit.core.errors import KitError
 from kit.report import published, writers
 from kit.results import analysis, store
-from kit.run import options, preset_run, presets, start
+from kit.run import options, preset_run, presets, request, start
 from kit.run.checks import RunRequest
 
 from ..records import record
@@ -310,9 +310,15 @@ def test_every_campaign_option_is_the_presets_to_set():
 def test_a_preset_runs_each_leg_as_its_request_then_its_report(
     dry_run, tmp_path, monkeypatch, capsys
 ):
-    """Each leg a campaign of its own, said first; then the report, with preset.json
-    saved (a dry run saves nothing and reports nothing)."""
-    ran, reported = [], []
+    """Every leg checked first; then each a campaign of its own, said first; then the
+    report, with preset.json saved (a dry run saves nothing and reports nothing)."""
+    checked, ran, reported = [], [], []
+
+    def check(r: RunRequest) -> None:
+        assert not ran, "a leg checked after the first ran"
+        checked.append(r)
+
+    monkeypatch.setattr(request, "check", check)
     monkeypatch.setattr(start, "run", ran.append)
     out = tmp_path / "out"
     argv = ["--preset", "nchc2019-horovod-vs-ps", "--hosts", "n1,n2", "--out", str(out)]
@@ -325,7 +331,7 @@ def test_a_preset_runs_each_leg_as_its_request_then_its_report(
         presets.request(p, leg, out, False, where=hosts if leg.across else {}, dry_run=dry_run)
         for leg in legs
     ]
-    assert [r.out for r in ran] == [out / leg.name for leg in legs]
+    assert checked == ran and [r.out for r in ran] == [out / leg.name for leg in legs]
     said = capsys.readouterr().err.splitlines()
     dry = " --dry-run" if dry_run else ""
     first = f"==> nchc2019-horovod-vs-ps 1/5: kit run horovod-mpich {' '.join(p.legs[0].args)}"
