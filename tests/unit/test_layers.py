@@ -15,7 +15,7 @@ KIT = Path(__file__).parents[2] / "runner" / "kit"
 # The stages, lowest first; a module may import its own stage's and any lower one's. The
 # Layout table in its order: results/ reads launch/ (the host's load, the --hosts
 # launcher's label) and run/ reads results/ (what a campaign writes and stops on); report/
-# reads run/ (a preset's published figures); doctor and cli sit on top. "kit" is the
+# reads results/ (a preset's folder too: its preset.json); doctor and cli sit on top. "kit" is the
 # package's own __init__ (its version).
 STAGES = {
     "kit": 0,

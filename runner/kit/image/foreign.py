@@ -91,9 +91,9 @@ class Foreign:
         return cache_dir() / "images" / self.name / self.digest.split(":")[-1][:16]
 
 
-def resolve(source: str, plan_only: bool = False) -> Foreign:
-    """REF checked and made usable: an engine image inspected, an archive loaded into the
-    engine (not by a dry run), a SIF recognised and hashed."""
+def resolve(source: str) -> Foreign:
+    """REF checked, nothing changed: an engine image inspected, an archive's manifest read
+    (loaded() loads it), a SIF recognised and hashed."""
     if source.startswith("docker:"):
         ref = source.removeprefix("docker:")
         info = engine.inspect(ref) if ref else None
@@ -111,7 +111,7 @@ def resolve(source: str, plan_only: bool = False) -> Foreign:
     if SIF_MAGIC in head:
         return Foreign(source, "sif", str(path.resolve()), "sha256:" + _sha256(path))
     if tarfile.is_tarfile(path):
-        return _archive(source, path, plan_only)
+        return _archive(source, path)
     raise KitError(f"--image '{source}' is neither a SIF nor a docker save archive; give {FORMS}")
 
 
@@ -123,10 +123,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
-    """A `docker save` archive: loaded into the engine (once; docker load of the same
-    image again changes nothing), then an engine image like any other. Its manifest is
-    checked first as docker load reads it, so the dry run refuses a bogus one too."""
+def _archive(source: str, path: Path) -> Foreign:
+    """A `docker save` archive, named by its first tag (else its id) as the engine will
+    hold it once loaded(). Its manifest is checked as docker load reads it, so the dry run
+    refuses a bogus one too."""
     not_saved = f"--image '{source}' is a tar file but not a docker save archive"
     try:
         with tarfile.open(path) as tar:
@@ -143,15 +143,25 @@ def _archive(source: str, path: Path, plan_only: bool) -> Foreign:
     tags = [t for entry in manifest for t in entry.get("RepoTags") or []]
     config = manifest[0]["Config"]
     image_id = "sha256:" + Path(config).stem.split("/")[-1].removesuffix(".json")
-    if plan_only:
-        return Foreign(source, "engine", tags[0] if tags else image_id, image_id)
+    return Foreign(source, "engine", tags[0] if tags else image_id, image_id)
+
+
+def loaded(image: Foreign) -> Foreign:
+    """The image in the engine: a docker save archive loaded (docker load of the same
+    image again changes nothing), then an engine image like any other; any other as is."""
+    if image.kind != "engine" or image.source.startswith("docker:"):
+        return image
+    path = Path(image.source).expanduser()
     said = capture([engine.docker(), "load", "--input", str(path)], "docker load")
-    loaded = re.findall(r"Loaded image(?: ID)?: (\S+)", said)
-    ref = tags[0] if tags else (loaded[-1] if loaded else image_id)
+    found = re.findall(r"Loaded image(?: ID)?: (\S+)", said)
+    tagged = image.ref != image.digest  # _archive's name: its first tag, else its id
+    ref = found[-1] if found and not tagged else image.ref
     info = engine.inspect(ref)
     if info is None:
-        raise KitError(f"--image '{source}': docker load said {said.strip()!r}; no image found")
-    return Foreign(source, "engine", ref, info["Id"])
+        raise KitError(
+            f"--image '{image.source}': docker load said {said.strip()!r}; no image found"
+        )
+    return dataclasses.replace(image, ref=ref, digest=info["Id"])
 
 
 FIX = "give an archive `docker save` wrote"

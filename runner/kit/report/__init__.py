@@ -1,2 +1,2 @@
-"""Rendering an analysis: the Markdown, CSV, JSON and HTML writers and the figures.
-Imports kit.core, kit.results and kit.run (a preset's published figures)."""
+"""Rendering an analysis: the Markdown, CSV, JSON and HTML writers, the figures, and a
+preset's published figures beside the measured ones. Imports kit.core and kit.results."""

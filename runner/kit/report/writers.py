@@ -11,10 +11,9 @@ from pathlib import Path
 
 from kit.core.paths import write_atomically
 from kit.core.schema import printable
-from kit.report import document, plots
+from kit.report import document, plots, published
 from kit.report.document import Block, Document, Table
 from kit.results import analysis
-from kit.run import presets
 
 FORMATS = ("md", "csv", "json", "html")
 
@@ -128,12 +127,13 @@ def write(
     (None: that folder is not writable, so the caller prints the text instead). A
     preset's folder brings its legs, its baseline (unless one is given) and its
     published figures."""
-    dirs, preset = presets.expand(out_dirs)
-    chosen = baseline or (preset.baseline if preset else analysis.saved_baseline(dirs))
+    dirs, preset = published.expand(out_dirs)
+    chosen = baseline or (preset["baseline"] if preset else analysis.saved_baseline(dirs))
     a = analysis.analyse(dirs, confidence, allow_mismatch, chosen)
     if preset:
-        about = {"name": preset.name, "title": preset.title, "question": preset.question}
-        a = dataclasses.replace(a, preset=about, published=presets.published(a, preset))
+        about = {key: preset[key] for key in ("name", "title", "question")}
+        figures = published.published(a, preset["published"])
+        a = dataclasses.replace(a, preset=about, published=figures)
     text = render(a, fmt)
     path = out_dirs[0] / f"report.{fmt}"
     try:

@@ -359,6 +359,7 @@ def _saved_spec(path: Path) -> dict:
 
 
 PRESET_FILE = "preset.json"  # a preset's results folder: its name, legs and published figures
+NODES = "-nodes"  # a preset's leg run a second time across a host list: OUT/LEG-nodes
 
 
 def has_trials(out_dir: Path) -> bool:

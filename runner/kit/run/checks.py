@@ -5,11 +5,13 @@ Each check names the bad option and its fix in a KitError, before anything runs.
 requests read these; neither reads the other: request picks which one checks a request.
 """
 
+import argparse
 import dataclasses
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from kit import runtimes
 from kit.core import units
@@ -18,30 +20,45 @@ from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import slurm
 from kit.results import analysis
-from kit.run import plan
+from kit.run import options, plan
 from kit.runtimes import Runtime
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """kit run's options, named as on the command line (argparse dests)."""
+    """kit run's options, by their dests in the options table (options.OPTIONS)."""
 
     image: str | None
-    variant: str
+    preset: str | None
+    full: bool
     runtime: str
     bench: str | None
     model: str
-    batch_size: str
-    np: str
     data: str
     data_dir: Path | None
     bench_arg: list[str]
+    batch_size: str
+    np: str
+    # a user's own image and command (kit run --image REF --command ...)
+    foreign_image: str | None
+    command: str | None
+    native_command: str | None
+    metric: str | None
+    unit: str
+    lower_is_better: bool
+    reduce: str | None
+    require: str | None
+    name: str | None
     repeats: int
     baseline_launches: int | None
+    precision: str | None
+    budget: str | None
+    baseline: str | None
+    confidence: float
+    min_time: str
     warmup_trials: int
     steps: int
     warmup_steps: int
-    min_time: str
     seed: int
     timeout: float
     mpirun: str | None
@@ -51,26 +68,30 @@ class RunRequest:
     hostfile: Path | None
     slurm_config: Path | None
     emit: Path | None
-    precision: str | None
-    budget: str | None
-    confidence: float
-    baseline: str | None
-    resume: bool
+    variant: str
     out: Path | None
-    # a user's own image and command (kit run --image REF --command ...)
-    foreign_image: str | None = None
-    command: str | None = None
-    native_command: str | None = None
-    metric: str | None = None
-    unit: str = ""
-    lower_is_better: bool = False
-    reduce: str | None = None
-    require: str | None = None
-    name: str | None = None
+    dry_run: bool
+    resume: bool
 
     @classmethod
     def of(cls, namespace: object) -> "RunRequest":
-        return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)})
+        """The request argparse parsed (kit run's parser, built by options.add_to)."""
+        return cls(**{o.dest: getattr(namespace, o.dest) for o in options.OPTIONS})
+
+    @classmethod
+    def parse(cls, argv: list[str]) -> "RunRequest":
+        """The request these kit run arguments make (a preset's leg's options), or a
+        KitError with argparse's own words."""
+        p = _Refusing(prog="kit run", add_help=False)
+        options.add_to(p)
+        return cls.of(p.parse_args(argv))
+
+
+class _Refusing(argparse.ArgumentParser):
+    """A parser whose mistakes are a KitError, not an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise KitError(message)
 
 
 @dataclass(frozen=True)
@@ -105,10 +126,10 @@ def names(flag: str, spec: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def given(q: RunRequest, dests: tuple[str, ...]) -> str | None:
-    """The first of these options the request sets, as its flag (--native-command)."""
-    given = [d for d in dests if getattr(q, d) not in (None, False, "")]
-    return "--" + given[0].replace("_", "-") if given else None
+def given(q: RunRequest, *scopes: str) -> str | None:
+    """The first option of these scopes (options.KIT_BENCH, ...) that the request sets to
+    other than its default, as its flag (--native-command)."""
+    return next((o.flag for o in options.scoped(*scopes) if getattr(q, o.dest) != o.default), None)
 
 
 def check_numbers(q: RunRequest) -> None:

@@ -12,7 +12,7 @@ from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
 from kit.results import analysis
-from kit.run import plan
+from kit.run import options, plan
 from kit.run.checks import (
     Campaign,
     RunRequest,
@@ -20,7 +20,6 @@ from kit.run.checks import (
     check_numbers,
     check_size,
     given,
-    ints,
     names,
     precision_target,
     resume_spec,
@@ -29,11 +28,6 @@ from kit.run.checks import (
 )
 from kit.runtimes import Runtime
 
-COMMAND_ONLY = ("command", "native_command", "metric", "unit", "lower_is_better", "reduce")
-COMMAND_ONLY += ("require", "name")
-# kit's own benchmarks' options, and their defaults: a user's command takes none of them
-KIT_BENCH_ONLY = {"bench": None, "model": "tiny", "batch_size": "32", "data": "synthetic"}
-KIT_BENCH_ONLY |= {"data_dir": None, "bench_arg": [], "min_time": "0", "variant": "cpu"}
 FOREIGN_RUNTIMES = ("native", "docker", "podman", "singularity", "charliecloud")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -72,13 +66,12 @@ def _command(q: RunRequest, ranks: list[int]) -> command.Command:
     )
 
 
-def campaign(q: RunRequest, plan_only: bool) -> Campaign:
+def campaign(q: RunRequest, made: tuple[Foreign, str | None] | None = None) -> Campaign:
     """A campaign of the user's own image and command: the same design, statistics and
-    report as kit's benchmarks, one configuration per rank count."""
-    for dest, default in KIT_BENCH_ONLY.items():
-        if getattr(q, dest) != default:
-            flag = "--" + dest.replace("_", "-")
-            raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
+    report as kit's benchmarks, one configuration per rank count. made: the image and host
+    launcher prepare() made (None: the image as REF names it, the launcher as given)."""
+    if flag := given(q, options.KIT_BENCH):
+        raise KitError(f"{flag} is for kit's own benchmarks; with --image, --command runs")
     chosen = _runtimes(q, native=True)
     check_numbers(q)
     ranks = site_and_ranks(q)[1]
@@ -94,10 +87,8 @@ def campaign(q: RunRequest, plan_only: bool) -> Campaign:
         )
     if cmd.native_argv and "native" not in arms:
         raise KitError("--native-command is the native arm's: add native to --runtime")
-    image = foreign.resolve(q.foreign_image, plan_only)
-    image, mpirun = mpi_launcher(
-        dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
-    )
+    image, mpirun = made or (foreign.resolve(q.foreign_image), q.mpirun)
+    image = dataclasses.replace(image, benchmarks=(cmd.name,))
     default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
     baseline = baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
     target = precision_target(q, chosen, baseline)
@@ -116,21 +107,37 @@ def campaign(q: RunRequest, plan_only: bool) -> Campaign:
     return Campaign(image, "cpu", chosen, design, opts, spec)
 
 
-def bench_request(q: RunRequest, plan_only: bool) -> tuple[RunRequest, Foreign]:
-    """kit's own benchmarks in the user's image: added as a layer when its Python has what
-    they import; the request and image then make a campaign like any kit image's
-    (request.kit_campaign; no native arm: kit's native environment is made from a kit
-    recipe's pins)."""
-    if flag := given(q, COMMAND_ONLY):
+def bench_request(
+    q: RunRequest, made: tuple[Foreign, str | None] | None = None
+) -> tuple[RunRequest, Foreign]:
+    """kit's own benchmarks in the user's image (prepare adds them as a layer when its
+    Python has what they import); the request and image then make a campaign like any kit
+    image's (request.kit_campaign; no native arm: kit's native environment is made from a
+    kit recipe's pins). made: as campaign's."""
+    if flag := given(q, options.COMMAND):
         raise KitError(f"{flag} goes with --command; --bench runs kit's own benchmark")
     chosen = _runtimes(q, native=False)
     wanted = names("--bench", q.bench)
     for b in wanted:
         benches.get(b)  # a KitError naming the known ones
-    image = foreign.resolve(q.foreign_image, plan_only)
-    image = foreign.with_benchmarks(image, wanted, plan_only)
-    image, mpirun = mpi_launcher(image, chosen, q, ints("--np", q.np))
+    if made is None:
+        named = dataclasses.replace(foreign.resolve(q.foreign_image), benchmarks=tuple(wanted))
+        made = named, q.mpirun
+    image, mpirun = made
     return dataclasses.replace(q, baseline=q.baseline or chosen[0].arm, mpirun=mpirun), image
+
+
+def prepare(q: RunRequest, c: Campaign, plan_only: bool) -> tuple[Foreign, str | None]:
+    """The checked campaign's image (the user's) made usable: a docker save archive
+    loaded into the engine, kit's benchmarks added as a layer (neither by a dry run); then
+    the MPI its ranks load, read from its files (its squashfs made for that, by a dry run
+    too), and the host launcher that can start them."""
+    image = c.recipe  # a Foreign: request.prepare's
+    if not plan_only:
+        image = foreign.loaded(image)
+    if c.opts.command is None:  # kit's benchmarks, in the user's image
+        image = foreign.with_benchmarks(image, list(image.benchmarks), plan_only)
+    return mpi_launcher(image, c.runtimes, q, [cfg.ranks for cfg in c.design.configs])
 
 
 def _runtimes(q: RunRequest, native: bool) -> list[Runtime]:

@@ -5,11 +5,14 @@ host can run, option ranges) before anything starts, and turned into the campaig
 The CLI only parses; every rule about what a valid campaign is lives here, in the checks
 both requests share (checks) and in a user's own image's (own_image), so it holds the
 same for `--dry-run`, `--emit`, `--resume` and a preset's legs. This module picks which
-request it is and checks a campaign of kit's own benchmarks.
+request it is and checks a campaign of kit's own benchmarks. Checking is pure; prepare
+then makes what the checked campaign runs (a data folder, a user's image loaded, its
+MPI read from a conversion).
 """
 
 import dataclasses
 import os
+from pathlib import Path
 
 from kit import runtimes
 from kit.core import benches, paths
@@ -19,7 +22,7 @@ from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import hosts as host_list
 from kit.results import analysis
-from kit.run import own_image, plan
+from kit.run import options, own_image, plan
 from kit.run.checks import (
     Campaign,
     RunRequest,
@@ -44,9 +47,11 @@ def check_confidence(value: float) -> None:
         raise KitError(f"--confidence {value} must be at least 0.5 and below 1, e.g. 0.95")
 
 
-def check(q: RunRequest, plan_only: bool = False) -> Campaign:
-    """The campaign the request describes, or a KitError naming the first bad option.
-    plan_only (--dry-run) makes nothing on disk."""
+def check(q: RunRequest) -> Campaign:
+    """The campaign the request describes, or a KitError naming the first bad option;
+    pure: it makes, loads and converts nothing (prepare does, once it has passed)."""
+    if q.full:  # a preset's request goes to preset_run, not here
+        raise KitError("--full goes with --preset NAME (the study's own sizes)")
     if q.resume and q.out is None:  # the dry run's refusal too
         raise KitError("--resume needs --out DIR, the campaign to continue")
     check_confidence(q.confidence)
@@ -54,20 +59,34 @@ def check(q: RunRequest, plan_only: bool = False) -> Campaign:
         if q.image is not None:
             raise KitError(f"give a kit image ('{q.image}') or --image REF, not both")
         if q.command is None and q.bench is not None:
-            asked, image = own_image.bench_request(q, plan_only)
-            return kit_campaign(asked, image, plan_only)
-        return own_image.campaign(q, plan_only)
-    if flag := given(q, own_image.COMMAND_ONLY):
+            return kit_campaign(*own_image.bench_request(q))
+        return own_image.campaign(q)
+    if flag := given(q, options.COMMAND):
         raise KitError(f"{flag} goes with --image REF (your own image)")
     if q.image is None:
         raise KitError("kit run needs an IMAGE (see kit list), --image REF or --preset NAME")
-    return kit_campaign(q, recipes.load(q.image), plan_only)
+    return kit_campaign(q, recipes.load(q.image))
+
+
+def prepare(q: RunRequest, c: Campaign, plan_only: bool = False) -> Campaign:
+    """What the checked campaign runs, made: its real-data folder; a user's image loaded,
+    kit's benchmarks added to it and its MPI read (own_image.prepare); then the campaign
+    of what was made. plan_only (--dry-run) makes nothing on disk but what reading the
+    image's MPI needs."""
+    if c.opts.data_dir is not None:
+        paths.make_dir(Path(c.opts.data_dir), "--data-dir", dry_run=plan_only)
+    if not isinstance(c.recipe, Foreign):
+        return c
+    made = own_image.prepare(q, c, plan_only)
+    if c.opts.command is None:
+        return kit_campaign(*own_image.bench_request(q, made))
+    return own_image.campaign(q, made)
 
 
 TORCHRUN_BENCHES = ("torch-cnn",)  # DDP: ranks and rendezvous from torchrun, no MPI
 
 
-def kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campaign:
+def kit_campaign(q: RunRequest, r: "Recipe | Foreign") -> Campaign:
     """A campaign of kit's own benchmarks, in a kit image or one they were added to."""
     if q.variant not in r.variants:
         raise KitError(
@@ -97,7 +116,7 @@ def kit_campaign(q: RunRequest, r: "Recipe | Foreign", plan_only: bool) -> Campa
     check_size(q, arms, launches, count, dims)
     configs = plan.configs(wanted, models, batch_sizes, ranks, data)
     design = plan.Design(arms, configs, q.repeats, q.warmup_trials, q.seed, target, launches)
-    data_dir = _data_dir(q, data, plan_only)
+    data_dir = _data_dir(q, data)
     min_s = min_time(q)
     bench_args = _bench_args(q.bench_arg, wanted, min_s)
     opts = plan.Options(
@@ -202,14 +221,14 @@ def _hosts(q: RunRequest, chosen: list[Runtime]) -> tuple[str, ...]:
     return names
 
 
-def _data_dir(q: RunRequest, data: list[str], plan_only: bool) -> str | None:
-    """The real-data folder, made if missing (only when real data is asked for; a dry run
-    only checks that it could be). One the benchmarks could neither read a data set from
-    nor make one in is refused now, not in every trial."""
+def _data_dir(q: RunRequest, data: list[str]) -> str | None:
+    """The real-data folder (only when real data is asked for), checked that it could be
+    made (prepare makes it). One the benchmarks could neither read a data set from nor
+    make one in is refused now, not in every trial."""
     if "real" not in data:
         return None
     folder = (q.data_dir or paths.cache_dir() / "datasets").resolve()
-    paths.make_dir(folder, "--data-dir", dry_run=plan_only)
+    paths.make_dir(folder, "--data-dir", dry_run=True)
     made = any(folder.glob(f"jpeg-*px-*/{benches.DATASET_STAMP}"))
     if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK) and not made:
         raise KitError(

@@ -29,7 +29,7 @@ GOOD = [{"Config": CONFIG, "RepoTags": ["train:1"], "Layers": ["layer/layer.tar"
 
 
 def test_a_docker_save_archive_plans_without_an_engine(tmp_path):
-    image = foreign.resolve(str(archive(tmp_path / "i.tar", GOOD)), plan_only=True)
+    image = foreign.resolve(str(archive(tmp_path / "i.tar", GOOD)))
     assert (image.ref, image.digest) == ("train:1", "sha256:0123abcd")
 
 
@@ -52,7 +52,7 @@ def test_a_bogus_manifest_is_refused_before_docker_load(tmp_path, manifest, said
     """The dry run and the run both refuse it here: docker load is never reached."""
     path = archive(tmp_path / "i.tar", manifest)
     with pytest.raises(KitError) as e:
-        foreign.resolve(str(path), plan_only=False)
+        foreign.resolve(str(path))
     assert str(e.value).startswith(
         f"--image '{path}' is a tar file but not a docker save archive: {said}"
     )

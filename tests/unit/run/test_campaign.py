@@ -72,7 +72,7 @@ def test_bench_args_go_to_every_benchmark_or_the_one_named():
         ["run", "horovod-mpich", "--bench", "tf-cnn,mpi", "--min-time", "2", "--dry-run",
          "--bench-arg=--x=1", "--bench-arg=mpi:--max-bytes=64", "--bench-arg=a:b"]
     )  # fmt: skip
-    c = request.check(request.RunRequest.of(a), plan_only=True)
+    c = request.check(request.RunRequest.of(a))
     assert c.opts.bench_args == {
         "tf-cnn": ["--x=1", "a:b", "--min-time", "2"],  # a sweep has no steps to lengthen
         "mpi": ["--x=1", "--max-bytes=64", "a:b"],

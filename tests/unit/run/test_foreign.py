@@ -23,8 +23,9 @@ def sif(tmp_path):
 
 
 def check(*argv):
-    a = cli.parser().parse_args(["run", *argv, "--dry-run"])
-    return request.check(request.RunRequest.of(a), plan_only=True)
+    """The campaign a dry run plans: the request checked, then prepared as a dry run is."""
+    q = request.RunRequest.of(cli.parser().parse_args(["run", *argv, "--dry-run"]))
+    return request.prepare(q, request.check(q), plan_only=True)
 
 
 def test_a_sif_and_its_command_make_a_campaign(sif, host_tools):
@@ -70,7 +71,7 @@ def test_what_is_not_an_image_is_named_with_the_forms_kit_reads(tmp_path, host_t
                       (str(text), "neither a SIF nor a docker save archive"),
                       ("docker:", "no such image in the local Docker engine")):  # fmt: skip
         with pytest.raises(KitError, match=says):
-            foreign.resolve(ref, plan_only=True)
+            foreign.resolve(ref)
 
 
 def test_the_command_options_need_an_image(host_tools):

@@ -120,12 +120,12 @@ def test_a_resume_ends_the_killed_runs_trials_before_its_first(tmp_path, monkeyp
     """kit run --resume, with the results folder held: the campaign id in campaign.json,
     its leftovers ended, then the trials; a new campaign has none to end."""
     from kit import cli
-    from kit.run import campaign
+    from kit.run import campaign, start
 
     calls = []
     monkeypatch.setattr(orphans, "end", lambda cid: calls.append(("end", cid)))
     monkeypatch.setattr(campaign, "execute", lambda *a: calls.append(("execute", a[6])))
-    monkeypatch.setattr(cli.signal, "signal", lambda *a: None)  # pytest keeps its handler
+    monkeypatch.setattr(start.signal, "signal", lambda *a: None)  # pytest keeps its handler
     out = tmp_path / "out"
     args = ["run", "pytorch-mpich", "--runtime", "native", "--out", str(out)]
     cli.cmd_run(cli.parser().parse_args(args))

@@ -1,14 +1,17 @@
 """Presets: their exact expansion into campaigns, and published figures beside ours."""
 
+import dataclasses
 import random
+from pathlib import Path
 
 import pytest
 
 from kit import cli
 from kit.core.errors import KitError
-from kit.report import writers
+from kit.report import published, writers
 from kit.results import analysis, store
-from kit.run import presets
+from kit.run import options, preset_run, presets, request, start
+from kit.run.checks import RunRequest
 
 from ..records import record
 
@@ -60,6 +63,11 @@ SMALL = {
 }
 
 
+def figures(name: str) -> list[dict]:
+    """A preset's published figures as its run saves them in preset.json."""
+    return dataclasses.asdict(presets.load(name))["published"]
+
+
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_preset_expands_to_exactly_these_campaigns(name, tmp_path):
     p = presets.load(name)
@@ -86,8 +94,8 @@ def test_every_preset_lists_and_plans(capsys):
     """`kit presets` lists each; every leg (both sizes) passes kit run's own checks."""
     assert cli.main(["presets"]) == 0
     listed = capsys.readouterr().out
-    assert presets.names() == sorted(SMALL)
-    for name in SMALL:
+    assert set(SMALL) <= set(presets.names())
+    for name in presets.names():
         p = presets.load(name)
         assert f"{name}  ~{p.minutes} min here  {p.title}" in listed
         for leg in p.legs:
@@ -104,7 +112,7 @@ def test_a_host_list_runs_the_legs_that_say_how_across_nodes_a_second_time(tmp_p
     assert [x.name for x in presets.legs(p, across=False)] == legs
     nodes = presets.legs(p, across=True)[3:]
     assert [x.name for x in nodes] == ["tf-resnet50-nodes", "torch-ddp-nodes"]
-    where = ["--hosts", "n1,n2"]
+    where = {"hosts": "n1,n2"}
     assert " ".join(presets.argv(p, nodes[1], tmp_path, False, where=where)) == (
         "run pytorch2-mpich --runtime native,singularity,charliecloud --bench torch-cnn "
         "--model resnet50 --batch-size 4 --np 1,2 --repeats 4 --warmup-trials 1 --steps 3 "
@@ -112,7 +120,7 @@ def test_a_host_list_runs_the_legs_that_say_how_across_nodes_a_second_time(tmp_p
     )
     presets.save(p, tmp_path, full=False)
     store.append(tmp_path / "torch-ddp-nodes", record("native", 9.0))
-    assert presets.saved(tmp_path)[1] == [tmp_path / "torch-ddp-nodes"]
+    assert published.expand([tmp_path])[0] == [tmp_path / "torch-ddp-nodes"]
     for args, said in (
         (["--hosts", "n1,n2", "--full"], "--full runs the study's sizes as Slurm jobs, not over"),
         (["--hostfile", "h.txt"], "preset osu2018-grpc has no leg that runs across nodes"),
@@ -137,7 +145,7 @@ def test_a_scaling_claim_is_read_from_the_run_over_the_most_nodes(tmp_path):
                 rec |= {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
             rec["result"]["hosts"] = hosts
             store.append(tmp_path, rec)
-    rows = presets.published(analysis.analyse([tmp_path]), presets.load("cscs2017-inception3"))
+    rows = published.published(analysis.analyse([tmp_path]), figures("cscs2017-inception3"))
     assert rows[0]["measured"].startswith("0.9") and rows[0]["measured"].endswith(
         "(singularity, 2 nodes)"
     )
@@ -195,8 +203,8 @@ def test_published_figure_beside_the_measured_ratio(tmp_path, ratio, noise, find
 
 def test_oom_efficiency_and_io_findings(tmp_path):
     a = analysis.Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
-    p = presets.load("cscs2018-frameworks")
-    rows = presets.published(a, p)
+    p = figures("cscs2018-frameworks")
+    rows = published.published(a, p)
     assert [r["finding"] for r in rows] == [
         "cannot speak: batch 128 was not run here (--full runs it)",
         "cannot speak: batch 64 was not run here (--full runs it)",
@@ -206,10 +214,10 @@ def test_oom_efficiency_and_io_findings(tmp_path):
         {"image": "pytorch-mpich", "bench": "torch-cnn", "model": "resnet101", "batch_size": 64,
          "ranks": 1, "runtime": "docker", "trials": 3}
     ]  # fmt: skip
-    assert presets.published(a, p)[1]["finding"] == "agrees: it did not fit here either"
+    assert published.published(a, p)[1]["finding"] == "agrees: it did not fit here either"
     a.oom[0]["image"] = "pytorch2-mpich"  # today's PyTorch, in the same preset's own leg
-    assert presets.published(a, p)[1]["finding"].startswith("cannot speak: batch 64 was not")
-    inception = presets.published(a, presets.load("cscs2017-inception3"))
+    assert published.published(a, p)[1]["finding"].startswith("cannot speak: batch 64 was not")
+    inception = published.published(a, figures("cscs2017-inception3"))
     assert inception[0]["finding"] == (
         "cannot speak: no efficiency measured for model=inception3, ranks=2, "
         "data=synthetic, runtime=docker,singularity"
@@ -233,9 +241,9 @@ def test_horovod_over_ps_and_figure_only_claims(tmp_path):
                 rec = record("docker", rng.gauss(rate * ranks, 0.05), ranks=ranks, index=i)
                 store.append(tmp_path, rec | {"bench": bench, "model": "resnet50"})
     a = analysis.analyse([tmp_path])
-    (row,) = presets.published(a, presets.load("nchc2019-horovod-vs-ps"))
+    (row,) = published.published(a, figures("nchc2019-horovod-vs-ps"))
     assert row["measured"].startswith("1.17") and row["finding"].startswith("agrees")
-    rows = presets.published(a, presets.load("bnl2018-horovod-vs-ps"))
+    rows = published.published(a, figures("bnl2018-horovod-vs-ps"))
     assert [r["published"] for r in rows] == ["nearly linear", "poor"]
     assert {r["finding"] for r in rows} == {"cannot speak: no efficiency measured for "
         "model=alexnet, ranks=2, runtime=docker, bench=tf-cnn", "cannot speak: no efficiency "
@@ -246,12 +254,90 @@ def test_horovod_over_ps_and_figure_only_claims(tmp_path):
         for ranks in (1, 2):
             rec = record("docker", rng.gauss(100 * ranks * 0.9 ** (ranks - 1), 0.5), ranks=ranks)
             store.append(tmp_path, rec | {"bench": "tf-ps", "model": "alexnet", "index": i})
-    poor = presets.published(analysis.analyse([tmp_path]), presets.load("bnl2018-horovod-vs-ps"))
+    poor = published.published(analysis.analyse([tmp_path]), figures("bnl2018-horovod-vs-ps"))
     assert poor[1]["measured"].startswith("0.90") and poor[1]["finding"] == (
         "no figure published (figure-only): the measured value is for the reader"
     )
-    osu = presets.published(a, presets.load("osu2018-grpc"))
+    osu = published.published(a, figures("osu2018-grpc"))
     assert osu[0]["finding"] == (
         "cannot speak: it compares an RDMA transport with TCP; here gRPC runs over TCP only "
         "(no InfiniBand, no AR-gRPC)"
     )
+
+
+def test_a_legs_request_is_its_kit_run_line(tmp_path):
+    """The request a leg runs as is what its shown `kit run` line parses to, for every
+    preset, both sizes, across nodes, dry run and resume."""
+    (tmp_path / "tf-resnet50").mkdir()
+    (tmp_path / "tf-resnet50" / store.SPEC_FILE).write_text("{}")  # started: resumed
+    for name in presets.names():
+        p = presets.load(name)
+        for full in (False, True):
+            for leg in presets.legs(p, across=not full):
+                where = {"hosts": "n1,n2"} if leg.across else {"slurm_config": Path("s.toml")}
+                for how in ({}, {"dry_run": True}, {"resume": True}, {"where": where}):
+                    args = presets.argv(p, leg, tmp_path, full, **how)
+                    got = presets.request(p, leg, tmp_path, full, **how)
+                    assert RunRequest.parse(args[1:]) == got, (name, leg.name, how)
+
+
+def test_a_leg_that_sets_the_preset_runs_options_is_named(tmp_path):
+    p = presets.load("osu2018-grpc")
+    leg = dataclasses.replace(p.legs[0], args=[*p.legs[0].args, "--out", "elsewhere"])
+    with pytest.raises(KitError, match=r"^preset osu2018-grpc, leg grpc-and-mpi: --out is the "):
+        presets.request(p, leg, tmp_path, False)
+    leg = dataclasses.replace(p.legs[0], args=["--repeats", "many"])
+    with pytest.raises(KitError, match="argument --repeats: invalid int value: 'many'; compare"):
+        presets.request(p, leg, tmp_path, False)
+
+
+def test_every_campaign_option_is_the_presets_to_set():
+    """Read from the options table: a preset refuses each option its legs set, by its
+    flag, and takes the run's own (--out, --dry-run, ...) and where its legs run."""
+    value = {int: "123457", float: "0.625"}
+    name = "nchc2019-horovod-vs-ps"
+    for o in options.scoped(options.CAMPAIGN, options.KIT_BENCH, options.COMMAND):
+        if not o.flags:
+            continue  # IMAGE: "names its own images"
+        given = [o.flag] if o.action == "store_true" else [o.flag, value.get(o.type, "x")]
+        with pytest.raises(KitError, match=f"^--preset {name} sets the .*; drop {o.flag}$"):
+            preset_run.check(RunRequest.parse(["--preset", name, *given]))
+    q = RunRequest.parse(["--preset", name, "--hosts", "n1", "--out", "o", "--resume"])
+    assert preset_run.check(q).name == name
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_preset_runs_each_leg_as_its_request_then_its_report(
+    dry_run, tmp_path, monkeypatch, capsys
+):
+    """Every leg checked first; then each a campaign of its own, said first; then the
+    report, with preset.json saved (a dry run saves nothing and reports nothing)."""
+    checked, ran, reported = [], [], []
+
+    def check(r: RunRequest) -> None:
+        assert not ran, "a leg checked after the first ran"
+        checked.append(r)
+
+    monkeypatch.setattr(request, "check", check)
+    monkeypatch.setattr(start, "run", ran.append)
+    out = tmp_path / "out"
+    argv = ["--preset", "nchc2019-horovod-vs-ps", "--hosts", "n1,n2", "--out", str(out)]
+    q = RunRequest.parse([*argv, *(["--dry-run"] if dry_run else [])])
+    preset_run.run(q, reported.append)
+    p = presets.load("nchc2019-horovod-vs-ps")
+    legs = presets.legs(p, across=True)
+    hosts = {"hosts": "n1,n2"}
+    assert ran == [
+        presets.request(p, leg, out, False, where=hosts if leg.across else {}, dry_run=dry_run)
+        for leg in legs
+    ]
+    assert checked == ran and [r.out for r in ran] == [out / leg.name for leg in legs]
+    said = capsys.readouterr().err.splitlines()
+    dry = " --dry-run" if dry_run else ""
+    first = f"==> nchc2019-horovod-vs-ps 1/5: kit run horovod-mpich {' '.join(p.legs[0].args)}"
+    assert said[0] == f"{first} --out {out}/tf-resnet50{dry}"
+    assert said[4].endswith(f"--hosts n1,n2 --out {out}/torch-ddp-nodes{dry}")
+    if dry_run:
+        assert reported == [] and not out.exists()
+    else:
+        assert reported == [out] and store.saved_preset(out)["name"] == p.name

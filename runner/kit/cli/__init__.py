@@ -1,0 +1,167 @@
+"""The `kit` command line: one subcommand per pipeline stage. It only parses and
+dispatches: the image stage's commands are in images, the results' in results, and
+kit run's options are declared once in kit.run.options."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from kit import __version__
+from kit.cli import images, results
+from kit.core import schema
+from kit.core.errors import KitError
+
+EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
+  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
+
+
+def cmd_run(a: argparse.Namespace) -> None:
+    from kit.run import preset_run, start
+    from kit.run.checks import RunRequest
+
+    q = RunRequest.of(a)
+    if q.preset is None:
+        start.run(q)
+    else:
+        preset_run.run(q, _preset_report)
+
+
+def _preset_report(out: Path) -> None:
+    """A preset's report, filed in its folder (else printed), once its legs have run."""
+    from kit.report import writers
+
+    path, text = writers.write([out], "md", 0.95, False)
+    sys.stdout.write(text if path is None else f"report: {path}\n")
+
+
+def cmd_presets(a: argparse.Namespace) -> None:
+    from kit.run import presets
+
+    for name in presets.names():
+        p = presets.load(name)
+        legs = ", ".join(f"{leg.name} ({leg.image})" for leg in p.legs)
+        print(f"{name}  ~{p.minutes} min here  {p.title}")
+        print(f"    legs: {legs}; {len(p.published)} published figure(s); baseline {p.baseline}")
+
+
+def cmd_doctor(a: argparse.Namespace) -> None:
+    from kit import doctor, runtimes
+
+    names = [rt.name for rt in runtimes.parse(a.runtime)] if a.runtime else []
+    text, ok = doctor.report(names)
+    print(text)
+    if not ok:
+        raise SystemExit(1)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its mistakes said on one line as kit's own are (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
+
+
+def parser() -> Parser:
+    from kit import runtimes
+
+    p = Parser(
+        prog="kit",
+        description="Build, convert and run distributed deep-learning "
+        f"benchmarks natively and in {runtimes.products()}.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"kit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        *(images.add_list, images.add_render, images.add_base, images.add_build),
+        *(images.add_convert, images.add_pull, images.add_import, _run, results.add_report),
+        *(_presets, _doctor, images.add_cache, results.add_catalogued),
+    ):
+        add(sub)
+    return p
+
+
+def _run(sub: argparse._SubParsersAction) -> None:
+    from kit import runtimes
+    from kit.run import options
+
+    s = sub.add_parser(
+        "run",
+        help="run a benchmark campaign natively and in containers",
+        description="Run the image's benchmark under each runtime, trials "
+        "interleaved in seeded random order; each trial's record is appended "
+        "to OUT/trials.jsonl the moment it ends.",
+        epilog="runtimes:\n" + runtimes.described(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    options.add_to(s)
+    s.set_defaults(func=cmd_run)
+
+
+def _presets(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
+    s.set_defaults(func=cmd_presets)
+
+
+def _doctor(sub: argparse._SubParsersAction) -> None:
+    from kit import runtimes
+
+    s = sub.add_parser(
+        "doctor",
+        help="what this host has for each runtime, and the fixes",
+        epilog="runtimes:\n" + runtimes.described(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
+    s.set_defaults(func=cmd_doctor)
+
+
+def commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser, by name."""
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def check_typed(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every string typed for the command on one line (schema.one_line): each may end up
+    in a batch script, a file name or a report's markup. (The subcommand is known by its
+    function: args.command is run's --command.)"""
+    chosen = next(s for s in commands(p).values() if s.get_default("func") is args.func)
+    _one_line(chosen, args)
+
+
+def _one_line(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for action in p._actions:
+        value = getattr(args, action.dest, None)
+        if isinstance(action, argparse._SubParsersAction):  # kit cache ls: its own options
+            if value in action.choices:
+                _one_line(action.choices[value], args)
+            continue
+        name = max(action.option_strings, key=len, default=action.metavar or action.dest)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str | Path):
+                schema.one_line(name, str(item))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        check_typed(p, args)
+        args.func(args)
+    except KitError as e:
+        print(f"kit: error: {schema.printable(str(e))}", file=sys.stderr)
+        return e.status
+    except KeyboardInterrupt:
+        print("kit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
+        sys.stderr.close()
+        return 0
+    except OSError as e:  # a file or folder the user named cannot be used
+        where = f"'{e.filename}': " if e.filename else ""
+        said = schema.printable(f"{where}{e.strerror or e}")
+        print(f"kit: error: {said}; check the path and its permissions", file=sys.stderr)
+        return 2
+    return 0

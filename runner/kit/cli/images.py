@@ -1,0 +1,232 @@
+"""The image stage's commands: kit list, render, base, build, convert, pull, import and
+cache, each its parser and what it calls."""
+
+import argparse
+import json
+from pathlib import Path
+
+from kit.core.errors import KitError
+
+
+def cmd_list(a: argparse.Namespace) -> None:
+    from kit.image import catalog
+
+    listed = catalog.rows()
+    print(json.dumps(listed, indent=2) if a.json else catalog.table(listed, catalog.sizes()))
+
+
+def _selected(names: list[str]) -> list:
+    from kit.image import recipes
+
+    return [recipes.load(n) for n in names] if names else list(recipes.load_all().values())
+
+
+def cmd_render(a: argparse.Namespace) -> None:
+    from kit.image import render
+
+    chosen = _selected(a.images)
+    if a.check:
+        render.check(chosen)
+        print(f"containers/ matches recipes/ ({len(chosen)} images)")
+        return
+    written = render.write(chosen)
+    for p in written:
+        print(f"wrote {p}")
+    if not written:
+        print("containers/ already up to date")
+
+
+def cmd_base(a: argparse.Namespace) -> None:
+    from kit.image import debian_base
+
+    debian_base.make(a.suite, a.mirror, a.force)
+
+
+def cmd_build(a: argparse.Namespace) -> None:
+    from kit.image import build, convert, recipes
+
+    r = recipes.load(a.image)
+    formats = convert.parse_formats(a.to) if a.to else []
+    build.build(r, a.variant, build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from)))
+    if formats:
+        convert.convert(r, a.variant, formats)
+
+
+def cmd_convert(a: argparse.Namespace) -> None:
+    from kit.image import convert, recipes
+
+    r = recipes.load(a.image)
+    art = convert.convert(r, a.variant, convert.parse_formats(a.to))
+    print(art.dir)
+
+
+def cmd_import(a: argparse.Namespace) -> None:
+    from kit.image import importer
+
+    if a.build not in (None, "docker", "apptainer"):
+        raise KitError(f"--build '{a.build}' must be docker or apptainer")
+    done = importer.write(a.dockerfile, a.name, a.out, a.base)
+    print(f"wrote {done.definition} (from {done.base})")
+    for line in done.untranslated:
+        print(f"  not translated: {line}")
+    if a.build:
+        print(f"built: kit run --image {importer.build(done, a.build)} --command ...")
+
+
+def cmd_pull(a: argparse.Namespace) -> None:
+    from kit.image import pull, recipes
+
+    pull.pull(recipes.load(a.image), a.variant, a.ref)
+
+
+def cmd_cache(a: argparse.Namespace) -> None:
+    from kit.image import cache, engine
+
+    if a.cache_command == "ls":
+        ids = engine.image_ids()
+        print(cache.listing_json(ids) if a.json else cache.listing(ids))
+    else:
+        print(cache.prune(cache.Rules.of(a.keep_last, a.older_than, a.max_size), a.dry_run))
+
+
+def add_list(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("list", help="images, versions, MPI flavour, frameworks, variants")
+    s.add_argument("--json", action="store_true", help="machine-readable (CI matrices)")
+    s.set_defaults(func=cmd_list)
+
+
+def add_render(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("render", help="write containers/ from recipes/ (or --check drift)")
+    s.add_argument("images", nargs="*", metavar="IMAGE", help="default: every recipe")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail if containers/ differs from recipes/",
+    )
+    s.set_defaults(func=cmd_render)
+
+
+def add_base(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("base", help="make the local Debian base image (debootstrap, as root)")
+    s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
+    s.add_argument("--mirror", help="Debian mirror (default: the host's apt source)")
+    s.add_argument("--force", action="store_true", help="remake it even if it exists")
+    s.set_defaults(func=cmd_base)
+
+
+def add_build(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("build", help="docker build an image from its rendered recipe")
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    s.add_argument(
+        "--ca-cert",
+        type=Path,
+        metavar="FILE",
+        help="CA bundle for TLS inside the build (default: the host's bundle)",
+    )
+    s.add_argument("--no-cache", action="store_true", help="ignore the layer cache")
+    s.add_argument(
+        "--cache-from",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="reuse layers of this earlier build (e.g. one loaded from a CI cache); repeatable",
+    )
+    s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
+    s.set_defaults(func=cmd_build)
+
+
+def add_convert(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("convert", help="convert a built image to SIF / Shifter squashfs")
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu")
+    s.add_argument(
+        "--to",
+        required=True,
+        metavar="FORMATS",
+        help="singularity, shifter (squashfs + metadata + docker-save tar), "
+        "charliecloud (same squashfs), docker-archive; comma-separated",
+    )
+    s.set_defaults(func=cmd_convert)
+
+
+def add_pull(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "pull",
+        help="fetch a published image as a SIF (Apptainer, no Docker needed)",
+        description="Build IMAGE's SIF with Apptainer from a published reference; "
+        "`kit run --runtime singularity` then uses it when there is no local Docker image.",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument(
+        "--ref",
+        required=True,
+        help="registry reference (REGISTRY/OWNER/kit-IMAGE:VERSION-VARIANT) or Apptainer "
+        "source URI (docker://…, docker-archive://…, oras://…)",
+    )
+    s.add_argument("--variant", default="cpu")
+    s.set_defaults(func=cmd_pull)
+
+
+def add_import(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "import",
+        help="your Dockerfile as an Apptainer definition too (spython), built either way",
+        description="Write NAME.def from a Dockerfile with spython's converter, listing what "
+        "has no Apptainer equivalent (USER, SHELL, HEALTHCHECK, ...), so a site without "
+        "Docker builds the same image; then kit run --image measures it.",
+    )
+    s.add_argument("dockerfile", type=Path, metavar="DOCKERFILE")
+    s.add_argument("--name", required=True, help="the image's name (lower case), e.g. train")
+    s.add_argument("--out", type=Path, help="folder for NAME.def (default: the Dockerfile's)")
+    s.add_argument(
+        "--base",
+        metavar="FILE",
+        help="bootstrap the definition from this local SIF or docker save archive instead "
+        "of pulling the Dockerfile's FROM image from its registry",
+    )
+    s.add_argument(
+        "--build",
+        metavar="WITH",
+        help="then build it: docker (tag NAME in the local engine) or apptainer (NAME.sif "
+        "beside the definition, as the caller)",
+    )
+    s.set_defaults(func=cmd_import)
+
+
+def add_cache(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "cache",
+        help="the converted images kit keeps (SIF, squashfs, tar): list them, prune them",
+        description="Each image digest kit converted has a folder in the cache (KIT_CACHE) "
+        "holding its products; a folder a running campaign or conversion uses is never "
+        "removed.",
+    )
+    s.set_defaults(func=cmd_cache)  # one function a subcommand: it reads cache_command
+    cache = s.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    ls = cache.add_parser(
+        "ls",
+        help="each image folder: products and sizes, last use, whether in use or still in "
+        "the engine",
+        description="Each image folder, least recently used first (what prune removes "
+        "first): its products and their sizes, when a campaign or conversion last used it, "
+        "whether a running kit uses it now, and whether the engine still holds the image.",
+    )
+    ls.add_argument("--json", action="store_true", help="as JSON")
+    prune = cache.add_parser(
+        "prune",
+        help="remove image folders, least recently used first, until the rules hold",
+        description="Remove whole image folders, least recently used first, until every "
+        "rule given holds; a folder a running kit uses is kept (and said). Prints what it "
+        "removed and the space freed.",
+    )
+    prune.add_argument(
+        "--keep-last", type=int, metavar="N", help="at most N folders remain (the most recent)"
+    )
+    prune.add_argument(
+        "--older-than", metavar="AGE", help="remove folders unused for longer, e.g. 30d, 12h"
+    )
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="at most this much in all, e.g. 20G, 500M, 1.5T"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")

@@ -1,0 +1,77 @@
+"""`kit run --preset NAME`: the options a preset takes from the user checked, then each
+leg a campaign of its own in OUT/LEG (its request built from the preset, run as any
+campaign is), then the preset's report, the folder held throughout."""
+
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from kit.core.errors import KitError
+from kit.results import store
+from kit.run import options, presets, request, start
+from kit.run.checks import RunRequest, given
+
+
+def run(q: RunRequest, report: Callable[[Path], None]) -> None:
+    """The preset's legs, across the user's host list too when given; then report(OUT),
+    the report of the preset's folder (the report stage's, which this one cannot import)."""
+    p = check(q)
+    out = q.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    if q.dry_run:
+        store.check_out(out)
+        _legs(q, p, out)
+        return
+    with store.held(out):  # legs lock their own folders inside it
+        presets.save(p, out, q.full)
+        _legs(q, p, out)
+        report(out)
+
+
+def check(q: RunRequest) -> presets.Preset:
+    """The preset the request names, or a KitError naming the option it cannot take: a
+    preset sets its legs' options; the user says only where they run and where results go."""
+    if q.image is not None:
+        raise KitError(f"--preset {q.preset} names its own images; drop '{q.image}'")
+    if flag := given(q, options.CAMPAIGN, options.KIT_BENCH, options.COMMAND):
+        raise KitError(f"--preset {q.preset} sets the campaign's options; drop {flag}")
+    p = presets.load(q.preset)
+    if _across(q) and q.full:
+        raise KitError(
+            "--full runs the study's sizes as Slurm jobs, not over a host list: drop --hosts, "
+            "and give --slurm-config a file with tasks_per_node = 1 for one rank a node"
+        )
+    if _across(q) and not any(leg.hosts for leg in p.legs):
+        raise KitError(f"preset {p.name} has no leg that runs across nodes; drop --hosts")
+    if q.slurm_config is not None and not q.full:
+        raise KitError("--slurm-config goes with --full, whose legs are Slurm jobs")
+    return p
+
+
+def _across(q: RunRequest) -> bool:
+    return q.hosts is not None or q.hostfile is not None
+
+
+def _where(q: RunRequest, leg: presets.Leg) -> dict:
+    """The user's options that say where a leg runs, by dest: the host list for a
+    LEG-nodes leg, the site file for the study's Slurm legs (--full)."""
+    if leg.across:
+        return {"hosts": q.hosts} if q.hosts is not None else {"hostfile": q.hostfile}
+    return {"slurm_config": q.slurm_config} if q.slurm_config is not None else {}
+
+
+def _legs(q: RunRequest, p: presets.Preset, out: Path) -> None:
+    """Each leg as its own campaign in OUT/LEG, said first as its kit run line; every leg
+    checked before the first runs (checking is pure: a later leg's mistake costs nothing)."""
+    todo = presets.legs(p, _across(q))
+    how = {"dry_run": q.dry_run, "resume": q.resume}
+    asked = [presets.request(p, leg, out, q.full, where=_where(q, leg), **how) for leg in todo]
+    for leg, r in zip(todo, asked, strict=True):
+        try:
+            request.check(r)
+        except KitError as e:
+            raise KitError(f"preset {p.name}, leg {leg.name}: {e}") from None
+    for i, (leg, r) in enumerate(zip(todo, asked, strict=True), 1):
+        args = " ".join(presets.argv(p, leg, out, q.full, where=_where(q, leg), **how))
+        print(f"==> {p.name} {i}/{len(todo)}: kit {args}", file=sys.stderr, flush=True)
+        start.run(r)

@@ -1,0 +1,56 @@
+"""`kit run` of one campaign: its request checked, then its plan printed (--dry-run), its
+sbatch scripts written (--emit), or its trials run in its results folder, held."""
+
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from kit.core import paths
+from kit.core.errors import RunFailed
+from kit.results import store
+from kit.run import campaign, orphans, plan, request, sbatch
+from kit.run.checks import RunRequest
+
+
+def run(q: RunRequest) -> None:
+    """The campaign the request describes; the results folder is printed last (on a
+    failed run too: it holds the records either way)."""
+    c = request.prepare(q, request.check(q), plan_only=q.dry_run)
+    out = q.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    if q.emit:  # the scripts' folder, not --out, is what the emission writes
+        paths.make_dir(q.emit, "--emit", dry_run=q.dry_run)
+    if q.dry_run:  # what the run would refuse before its first trial, in its order, now
+        if not q.emit:
+            store.check_out(out)
+            store.check_campaign(out, c.spec, q.resume)
+        campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
+        print(plan.describe(c.design, c.opts))
+        return
+    if q.emit:
+        scripts = sbatch.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), q.emit, c.opts)
+        print(
+            f"wrote {len(scripts)} sbatch scripts to {q.emit}; submit each with sbatch",
+            file=sys.stderr,
+        )
+        for path in scripts:
+            print(path)
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    with store.held(out):
+        campaign_id, done = store.open_campaign(out, c.spec, q.resume)
+        if q.resume:  # its killed run's trials may still run: none beside the first trial
+            orphans.end(campaign_id)
+        try:
+            campaign.execute(
+                c.recipe, c.variant, c.runtimes, c.design, out, c.opts, campaign_id, done
+            )
+        except RunFailed:
+            print(out)
+            raise
+    print(out)
+
+
+def _interrupt(_sig: int, _frame: object) -> None:
+    """SIGTERM ends a campaign as Ctrl-C does: its trials stopped, its records kept."""
+    raise KeyboardInterrupt
