@@ -1,2 +1,3 @@
-"""Rendering an analysis: the Markdown, CSV, JSON and HTML writers, the figures, and a
-preset's published figures beside the measured ones. Imports kit.core and kit.results."""
+"""An analysis as a report: one document (model), built by document from its sentences and
+tables, that the Markdown, CSV, JSON and HTML writers render, the figures, and a preset's
+published figures beside the measured ones (published). Imports kit.core and kit.results."""

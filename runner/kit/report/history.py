@@ -2,7 +2,7 @@
 a dashed line where the runtime's version, the kernel, the image or the host changed."""
 
 from kit.report import plots, writers
-from kit.report.document import Document, Section, Table
+from kit.report.model import Document, Section, Table
 from kit.results import compare, history
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from kit.core.paths import write_atomically
 from kit.core.schema import printable
 from kit.report import document, plots, published
-from kit.report.document import Block, Document, Table
+from kit.report.model import Block, Bullets, Document, Table
 from kit.results import analysis
 
 FORMATS = ("md", "csv", "json", "html")
@@ -35,7 +35,7 @@ def _markdown(doc: Document) -> str:
 def _md_block(block: Block) -> list[str]:
     if isinstance(block, Table):
         return _md_table(block.columns, block.rows)
-    if isinstance(block, document.Bullets):
+    if isinstance(block, Bullets):
         return [f"- {x}" for x in block.items]
     return [block]
 
@@ -86,7 +86,7 @@ def _html_block(block: Block | plots.Figure) -> str:
         return f"<details><summary>{html.escape(block.fold)}</summary>{table}</details>"
     if isinstance(block, Table):
         return _html_table(block.columns, block.rows)
-    if isinstance(block, document.Bullets):
+    if isinstance(block, Bullets):
         items = "".join(f"<li>{html.escape(x)}</li>" for x in block.items)
         return f"<ul{' class=' + block.kind if block.kind else ''}>{items}</ul>"
     if isinstance(block, plots.Figure):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import KitError
-from kit.report import document, plots, writers
+from kit.report import arms, model, plots, sentences, writers
+from kit.report.text import interval
 from kit.results import analysis, stats, store
 
 from ..records import record
@@ -278,12 +279,12 @@ def test_the_precision_cell_says_one_thing():
         half_width=0.284,
         precision="not reached",
     )
-    assert document._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
+    assert arms._precision(arm, 0.02) == "±28.4% (target ±2.0% not reached)"
     assert (
-        document._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
+        arms._precision(dataclasses.replace(arm, precision="reached", half_width=0.018), 0.02)
         == "±1.8% (target ±2.0% reached)"
     )
-    assert document._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
+    assert arms._precision(dataclasses.replace(arm, precision=""), None) == "±28.4%"
 
 
 def paired_campaign(out, rounds, seed=5):
@@ -451,7 +452,7 @@ def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
         arm.ratio = stats.Interval((low + high) / 2, low, high, 0.99)
         arm.verdict = stats.verdict(arm.ratio)
         a.groups[0].arms.append(arm)
-    return document.answers(a)
+    return sentences.answers(a)
 
 
 def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
@@ -539,8 +540,8 @@ def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
 def test_a_figure_of_any_size_stays_readable():
     """A user's command may report ops/s in the hundreds of millions."""
     big = stats.Interval(691586293.0, 688648144.2, 699945933.0, 0.95)
-    assert document._iv(big, 1) == "6.916e+08 [6.886e+08, 6.999e+08]"
-    assert document._iv(stats.Interval(9.25, 9.0, 9.5, 0.95), 1) == "9.2 [9.0, 9.5]"
+    assert interval(big, 1) == "6.916e+08 [6.886e+08, 6.999e+08]"
+    assert interval(stats.Interval(9.25, 9.0, 9.5, 0.95), 1) == "9.2 [9.0, 9.5]"
 
 
 def test_a_compiled_models_compile_time_has_a_column_of_its_own(tmp_path):
@@ -603,8 +604,8 @@ def test_a_trial_whose_ranks_shared_a_host_is_named():
 def test_what_a_user_typed_stays_in_its_table_cell():
     """A '|' in a unit (--unit 'img|s') split the Markdown table; a newline (from a record
     edited by hand: kit run refuses one) added a heading."""
-    table = document.Table(["x | unit median [CI]"], [["1.0 img|s"], ["a\n## injected"]])
-    doc = document.Document("kit report: a\nb", [], [document.Section("s\n# t", [table])],
+    table = model.Table(["x | unit median [CI]"], [["1.0 img|s"], ["a\n## injected"]])
+    doc = model.Document("kit report: a\nb", [], [model.Section("s\n# t", [table])],
                             table, {})  # fmt: skip
     assert writers.RENDERERS["md"](doc).splitlines() == [
         "# kit report: a\\nb",
