@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -15,6 +16,7 @@ from kit.core import benches, command, readers
 from kit.launch import mounts, outcomes, proctree, streams, supervise
 
 BENCHMARKS = str(Path(__file__).parents[3] / "benchmarks")
+ME = os.getpid()  # in the markers: another test run's trials are never taken for this one's
 
 # A launcher whose grandchild escapes the way squashfuse_ll does: a new session
 # and an emptied environment, so only watching the tree can find it. It loads
@@ -28,18 +30,34 @@ open(sys.argv[2], "w").write(f"{os.getpid()} {child.pid}")
 print('{"schema": "kit.bench/2", "images_per_sec": 1.0}', flush=True)
 time.sleep(float(sys.argv[1]))
 """
+# Before it ends, the escaper waits until the watch has seen its child (the test's spy on
+# Tree.scan writes SEEN): how soon the watch looks is the machine's load, not kit's logic.
+WAIT = "while not os.path.exists(sys.argv[4]): time.sleep(0.02)"
 
 
 def alive(pids):
     return [p for p in pids if proctree._stat(p) is not None]
 
 
-def run_escaper(sleep_s, timeout, marker, tmp_path):
-    """Run the escaper as a rank 0 would be; every process it started must be gone after."""
+def run_escaper(sleep_s, timeout, marker, tmp_path, monkeypatch):
+    """Run the escaper as a rank 0 would be; every process it started must be gone after.
+    It sleeps sleep_s only once the watch has seen its escaped child."""
     cleaned = []
-    pids = tmp_path / "pids"
+    pids, seen = tmp_path / "pids", tmp_path / "seen"
+    real_scan = proctree.Tree.scan
+
+    def scan(tree: proctree.Tree) -> None:
+        real_scan(tree)
+        started = pids.read_text().split() if pids.exists() else []
+        if len(started) == 2 and int(started[1]) in tree.seen:
+            seen.touch()
+
+    monkeypatch.setattr(proctree.Tree, "scan", scan)
+    code = ESCAPER.replace(
+        "time.sleep(float(sys.argv[1]))", f"{WAIT}\ntime.sleep(float(sys.argv[1]))"
+    )
     out = supervise.run(
-        [sys.executable, "-c", ESCAPER, str(sleep_s), str(pids), BENCHMARKS],
+        [sys.executable, "-c", code, str(sleep_s), str(pids), BENCHMARKS, str(seen)],
         {**os.environ, "PMI_RANK": "0"},
         timeout,
         marker,
@@ -51,14 +69,14 @@ def run_escaper(sleep_s, timeout, marker, tmp_path):
     return out, cleaned
 
 
-def test_ok_trial_parses_record_and_reaps_escaped_child(tmp_path):
-    out, cleaned = run_escaper(1.0, 30, "t-ok", tmp_path)
+def test_ok_trial_parses_record_and_reaps_escaped_child(tmp_path, monkeypatch):
+    out, cleaned = run_escaper(1.0, 60, f"t-ok-{ME}", tmp_path, monkeypatch)
     assert out.status == "ok" and out.stuck == ()
     assert out.result == {"schema": "kit.bench/2", "images_per_sec": 1.0}
     assert cleaned == [True]
 
 
-def test_timeout_stops_whole_tree(tmp_path, capsys):
+def test_timeout_stops_whole_tree(tmp_path, capsys, monkeypatch):
     t0 = time.monotonic()
     tree_seen = []
     real_stop = supervise.stop
@@ -69,22 +87,24 @@ def test_timeout_stops_whole_tree(tmp_path, capsys):
 
     supervise.stop = spy
     try:
-        out, cleaned = run_escaper(300, 2, "t-timeout", tmp_path)
+        out, cleaned = run_escaper(300, 10, f"t-timeout-{ME}", tmp_path, monkeypatch)
     finally:
         supervise.stop = real_stop
     assert out.status == "timeout"
     # what was still running is named: the rank first (from the launcher's environment)
     assert out.stuck[0]["rank"] == 0 and "import os, subprocess" in out.stuck[0]["command"]
-    assert "timed out after 2 s; still running: ranks 0; stopping it" in capsys.readouterr().err
-    # ... and where it was: the rank's stack, printed on kit's signal
-    assert 'most recent call first):\n  File "<string>", line 8 in <module>' in out.output_tail
-    assert time.monotonic() - t0 < 15
+    assert "timed out after 10 s; still running: ranks 0; stopping it" in capsys.readouterr().err
+    # ... and where it was: the rank's stack, printed on kit's signal (waiting or sleeping)
+    assert re.search(
+        r'most recent call first\):\n  File "<string>", line [89] in <module>', out.output_tail
+    )
+    assert time.monotonic() - t0 < 60
     assert tree_seen  # the escaped sleeper (setsid and env exec in place)
     assert alive(tree_seen) == []
     assert cleaned == [True]
 
 
-def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
+def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path, monkeypatch):
     def ctrl_c_once_started() -> None:  # not on a fixed clock: a slow start must not race it
         pids, deadline = tmp_path / "pids", time.monotonic() + 60
         while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
@@ -97,7 +117,7 @@ def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path):
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=ctrl_c_once_started, daemon=True).start()
     try:
-        out, cleaned = run_escaper(300, 60, "t-int", tmp_path)
+        out, cleaned = run_escaper(300, 60, f"t-int-{ME}", tmp_path, monkeypatch)
     finally:
         signal.signal(signal.SIGINT, before)
     assert out.status == "interrupted"
@@ -111,12 +131,12 @@ def python(code: str, marker: str) -> outcomes.Outcome:
 
 def test_failed_trial_keeps_output_tail_and_all_it_printed():
     code = "import sys; print('said'); print('x\\n' * 50 + 'boom', file=sys.stderr); sys.exit(3)"
-    out = python(code, "t-fail")
+    out = python(code, f"t-fail-{ME}")
     assert (out.status, out.exit_code, out.result) == ("failed", 3, None)
     assert out.output_tail.endswith("x\nboom\nsaid") and out.cause == ""
     assert out.output == "== stderr ==\n" + "x\n" * 50 + "boom\n\n== stdout ==\nsaid\n"
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 1.0})
-    ok = python(f"print({record!r})", "t-fine")
+    ok = python(f"print({record!r})", f"t-fine-{ME}")
     assert (ok.status, ok.output) == ("ok", "")
 
 
@@ -127,9 +147,9 @@ def test_a_rank_that_left_mpi_finalize_after_its_record_ends_the_trial_well():
     record = json.dumps({"schema": benches.SCHEMA, "images_per_sec": 1.0})
     note = f"{outcomes.LEFT_UNFINALIZED} in 30 s after the final barrier; leaving without it"
     code = f"import sys; print({record!r}); print({note!r}, file=sys.stderr); sys.exit(9)"
-    left = python(code, f"t-left-{os.getpid()}")
+    left = python(code, f"t-left-{ME}")
     assert (left.status, left.exit_code, left.cause) == ("ok", 9, "")
-    bare = python(f"import sys; print({record!r}); sys.exit(9)", f"t-nine-{os.getpid()}")
+    bare = python(f"import sys; print({record!r}); sys.exit(9)", f"t-nine-{ME}")
     assert (bare.status, bare.exit_code) == ("failed", 9)
     assert (
         outcomes.LEFT_UNFINALIZED
@@ -141,7 +161,7 @@ def test_a_rank_killed_by_a_signal_is_filed_with_the_signal():
     """A rank the OOM killer (or anyone) kills is not a generic failure: the record says
     which signal, whether kit's child died of it, a launcher reported it, or an engine
     exited 128+N."""
-    out = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "t-killed")
+    out = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", f"t-killed-{ME}")
     assert (out.status, out.exit_code) == ("failed", -9)
     assert (
         out.cause
@@ -192,7 +212,7 @@ def test_a_mount_daemon_left_by_a_dead_apptainer_is_stopped(tmp_path):
         ["sh", "-c", ORPHAN, "sh", str(daemon), str(tmp_path / "pid")],
         dict(os.environ),
         60,
-        "kit-test-orphan",
+        f"kit-test-orphan-{ME}",
         lambda: None,
     )
     assert out.exit_code == 0, out.status
@@ -203,11 +223,8 @@ def test_a_mount_daemon_whose_apptainer_lives_is_left_alone(tmp_path):
     daemon = tmp_path / "squashfuse_ll"
     daemon.symlink_to("/bin/sleep")
     argv = ["sh", "-c", '"$1" 6; true', "sh", str(daemon)]  # its parent waits for it
-    out = supervise.run(argv, dict(os.environ), 60, "kit-test-kept", lambda: None)
+    out = supervise.run(argv, dict(os.environ), 60, f"kit-test-kept-{ME}", lambda: None)
     assert out.exit_code == 0 and out.wall_s >= 6
-
-
-ME = os.getpid()  # in the markers: another test run's clean-up never stops this one's trials
 
 
 def figure(metric: str = r"rate: (?P<rate>\S+)"):

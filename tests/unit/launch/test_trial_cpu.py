@@ -14,6 +14,7 @@ from kit.launch import hostload, proctree, supervise
 
 BURN = "import time\nwhile time.process_time() < 0.6: pass\n"  # 0.6 s of CPU, however slow
 PY = sys.executable
+ME = os.getpid()  # in the markers: another test run's processes never carry this one's
 
 
 def touch_then_sleep(path: Path) -> str:
@@ -145,10 +146,10 @@ while os.path.exists(f"/proc/{{pid}}"):
 def test_a_marked_process_outside_the_tree_is_the_trials_own(spawn, tmp_path):
     """A container's ranks run under the engine, not under kit, with the trial's marker in
     their environment: they are counted; a busy neighbour without it is not."""
-    marker, mine, theirs = "kit-test-cpu-1", tmp_path / "mine", tmp_path / "theirs"
+    marker, mine, theirs = f"kit-test-cpu-1-{ME}", tmp_path / "mine", tmp_path / "theirs"
     root = spawn("import time; time.sleep(300)")
     ranks = spawn(BURN + touch_then_sleep(mine), env={"KIT_TRIAL": marker})
-    neighbour = spawn(BURN + touch_then_sleep(theirs), env={"KIT_TRIAL": "kit-test-other"})
+    neighbour = spawn(BURN + touch_then_sleep(theirs), env={"KIT_TRIAL": f"kit-test-other-{ME}"})
     tree = proctree.Tree(root.pid, marker=marker)
     wait_for(mine)
     wait_for(theirs)
@@ -161,7 +162,7 @@ def test_a_marked_process_outside_the_tree_is_the_trials_own(spawn, tmp_path):
 def test_a_process_that_execs_into_the_trial_is_checked_again(spawn, tmp_path):
     """runc's init becomes the container's init by an exec, in the same process: a process
     first seen without the marker is looked at again once its name changes."""
-    marker, go, burned = "kit-test-cpu-2", tmp_path / "go", tmp_path / "burned"
+    marker, go, burned = f"kit-test-cpu-2-{ME}", tmp_path / "go", tmp_path / "burned"
     code = BURN + touch_then_sleep(burned)
     wait = f"while [ ! -e {go} ]; do sleep 0.02; done"
     root = spawn("import time; time.sleep(300)")
@@ -180,7 +181,7 @@ def test_each_process_environment_is_read_once(spawn, monkeypatch):
     """The watch runs beside the measurement: a process already found without the marker
     is not read again while its pid, start time and name stay the same."""
     root = spawn("import time; time.sleep(300)")
-    tree = proctree.Tree(root.pid, marker="kit-test-cpu-3")
+    tree = proctree.Tree(root.pid, marker=f"kit-test-cpu-3-{ME}")
     tree.scan()
     before = set(tree.unmarked)
     assert before
@@ -199,5 +200,7 @@ def test_each_process_environment_is_read_once(spawn, monkeypatch):
 
 
 def test_a_trial_outcome_carries_its_watch():
-    out = supervise.run([PY, "-c", "pass"], dict(os.environ), 30, "kit-test-cpu-4", lambda: None)
+    out = supervise.run(
+        [PY, "-c", "pass"], dict(os.environ), 30, f"kit-test-cpu-4-{ME}", lambda: None
+    )
     assert isinstance(out.window, hostload.Window)
