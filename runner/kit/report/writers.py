@@ -14,6 +14,7 @@ from kit.core.schema import printable
 from kit.report import document, plots
 from kit.report.document import Block, Document, Table
 from kit.results import analysis
+from kit.results.findings import Analysis
 from kit.run import presets
 
 FORMATS = ("md", "csv", "json", "html")
@@ -112,7 +113,7 @@ def _json(doc: Document) -> str:
 RENDERERS = {"md": _markdown, "csv": _csv, "json": _json, "html": _html}
 
 
-def render(a: analysis.Analysis, fmt: str) -> str:
+def render(a: Analysis, fmt: str) -> str:
     """The report of an analysis in one format (figures are drawn for HTML only)."""
     return RENDERERS[fmt](document.build(a, figures=fmt == "html"))
 

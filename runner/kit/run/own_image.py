@@ -11,7 +11,7 @@ from kit.core import benches, command
 from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
-from kit.results import analysis
+from kit.results.findings import REFERENCE
 from kit.run import plan
 from kit.run.checks import (
     Campaign,
@@ -98,7 +98,7 @@ def campaign(q: RunRequest, plan_only: bool) -> Campaign:
     image, mpirun = mpi_launcher(
         dataclasses.replace(image, benchmarks=(cmd.name,)), chosen, q, ranks
     )
-    default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
+    default = REFERENCE if REFERENCE in arms else arms[0]
     baseline = baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
     target = precision_target(q, chosen, baseline)
     runtime_args = runtime_options(q.runtime_arg, chosen)

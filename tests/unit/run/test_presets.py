@@ -8,6 +8,7 @@ from kit import cli
 from kit.core.errors import KitError
 from kit.report import writers
 from kit.results import analysis, store
+from kit.results.findings import Analysis
 from kit.run import presets
 
 from ..records import record
@@ -194,7 +195,7 @@ def test_published_figure_beside_the_measured_ratio(tmp_path, ratio, noise, find
 
 
 def test_oom_efficiency_and_io_findings(tmp_path):
-    a = analysis.Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
+    a = Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
     p = presets.load("cscs2018-frameworks")
     rows = presets.published(a, p)
     assert [r["finding"] for r in rows] == [
