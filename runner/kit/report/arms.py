@@ -4,7 +4,7 @@ pairs, as the report shows them, and every arm with its raw numbers for the CSV 
 from kit.report.model import Block, Table
 from kit.report.text import interval, percent
 from kit.results import fingerprints
-from kit.results.analysis import Analysis, Arm, Group
+from kit.results.findings import Analysis, Arm, Group
 
 STARTUP = "start-up s [CI]"
 COLUMNS = [

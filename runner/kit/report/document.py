@@ -12,7 +12,8 @@ from kit.report import arms, plots, sentences
 from kit.report.model import Bullets, Document, Section, Table
 from kit.report.text import interval, title
 from kit.results import analysis, fingerprints
-from kit.results.analysis import Analysis, Group, Key
+from kit.results.findings import OOM_FIELDS, Analysis, Group
+from kit.results.record import Key
 
 Part = Callable[[Analysis], list[Section]]  # an entry of SECTIONS: its sections, maybe none
 
@@ -185,7 +186,7 @@ OOM_COLUMNS = ["image", "bench", "model", "batch", "ranks", "runtime", "trials"]
 
 
 def _oom_rows(a: Analysis) -> list[list[str]]:
-    return [[str(o[f]) for f in (*analysis.OOM_FIELDS, "trials")] for o in a.oom]
+    return [[str(o[f]) for f in (*OOM_FIELDS, "trials")] for o in a.oom]
 
 
 def _failed(a: Analysis) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kit.core import benches
-from kit.results.analysis import REFERENCE, Analysis, Arm, Group, SweepSeries
+from kit.results.findings import REFERENCE, Analysis, Arm, Group, SweepSeries
 
 Plot = Callable[[object], None]  # draws on a matplotlib Axes
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kit.core.errors import KitError
 from kit.results import stats, store
-from kit.results.analysis import Analysis
+from kit.results.findings import Analysis
 
 REPORTED = ("title", "question", "baseline", "legs", "published")  # what the report reads
 

@@ -7,7 +7,7 @@ import math
 from kit.report.model import Block, Bullets
 from kit.report.text import interval, percent, title
 from kit.results import precision, stats
-from kit.results.analysis import Analysis, Arm, Group
+from kit.results.findings import Analysis, Arm, Group
 
 NOTES = (
     "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "

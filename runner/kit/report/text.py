@@ -2,7 +2,7 @@
 shared by its sentences and its tables."""
 
 from kit.results import stats
-from kit.results.analysis import Key
+from kit.results.record import Key
 
 
 def interval(iv: stats.Interval | None, digits: int) -> str:

@@ -14,6 +14,7 @@ from kit.core.schema import printable
 from kit.report import document, plots, published
 from kit.report.model import Block, Bullets, Document, Table
 from kit.results import analysis
+from kit.results.findings import Analysis
 
 FORMATS = ("md", "csv", "json", "html")
 
@@ -111,7 +112,7 @@ def _json(doc: Document) -> str:
 RENDERERS = {"md": _markdown, "csv": _csv, "json": _json, "html": _html}
 
 
-def render(a: analysis.Analysis, fmt: str) -> str:
+def render(a: Analysis, fmt: str) -> str:
     """The report of an analysis in one format (figures are drawn for HTML only)."""
     return RENDERERS[fmt](document.build(a, figures=fmt == "html"))
 

@@ -20,8 +20,11 @@ from pathlib import Path
 
 from kit.core import benches, columns
 from kit.core.errors import KitError
-from kit.results import analysis, catalogue, record, selection, stats, store
-from kit.results.analysis import REFERENCE, Key
+from kit.results import catalogue, record, selection, stats, store
+from kit.results.figures import by_round, figured
+from kit.results.findings import REFERENCE
+from kit.results.record import Key
+from kit.results.screen import screen
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,9 @@ class Samples:
 
 def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
     """Per configuration with a native arm, its Samples over the launches the report
-    keeps (analysis.screen)."""
+    keeps (screen)."""
     measured = [r for r in s.records if not r["warmup"] and r["status"] == "ok"]
-    ok, _ = analysis.figured([r for r in measured if not benches.is_sweep(r["bench"])])
+    ok, _ = figured([r for r in measured if not benches.is_sweep(r["bench"])])
     arms = {r["runtime"] for r in ok}
     for arm, name in renamed.items():
         if arm in arms and name in arms:
@@ -91,11 +94,11 @@ def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
     for key, by_rt in by_key.items():
         if REFERENCE not in by_rt:
             continue
-        kept = analysis.screen(by_rt).kept
-        base = analysis.by_round(kept[REFERENCE])
+        kept = screen(by_rt).kept
+        base = by_round(kept[REFERENCE])
         logs = {REFERENCE: [math.log(base[k]) for k in sorted(base)]}
         for rt, rs in sorted(kept.items()):
-            mine = analysis.by_round(rs)
+            mine = by_round(rs)
             if rt != REFERENCE:
                 logs[rt] = [math.log(mine[k] / base[k]) for k in sorted(mine.keys() & base)]
         first = by_rt[REFERENCE][0]

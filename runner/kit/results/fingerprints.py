@@ -13,10 +13,9 @@ launches is named apart: when it varies in both arms it is no difference between
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from kit.results.analysis import Key
+from kit.results.record import Key
 
 GROUPS = ("libraries", "environment", "limits", "isa", "threads", "gpu")
 NO_ARM = "no arm can test it yet"
@@ -124,7 +123,7 @@ def _said(seen: dict[str | None, str]) -> str:
     return " | ".join(shown[:SHOWN_VALUES]) + more
 
 
-def compare(by_rt: dict[str, list[dict]], baseline: str, key: "Key") -> Fingerprints | None:
+def compare(by_rt: dict[str, list[dict]], baseline: str, key: Key) -> Fingerprints | None:
     """Each arm's launches against the baseline's (None where no launch of the group carries
     a fingerprint, or the group has no baseline arm)."""
     launches = {
@@ -246,7 +245,7 @@ def _option(group: str, fact: str, base: str, kind: str) -> str | None:
     return None
 
 
-def _campaign(key: "Key") -> str:
+def _campaign(key: Key) -> str:
     """kit run's options for a group's configuration, which a test adds its arms to."""
     if key.model == "-":  # a user's command: their image and command, as they gave them
         return "--image REF --command CMD"

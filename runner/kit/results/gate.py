@@ -13,6 +13,7 @@ from pathlib import Path
 from kit.core import units
 from kit.core.errors import KitError
 from kit.results import analysis, compare, stats
+from kit.results.findings import REFERENCE
 
 WITHIN, BEYOND, CANNOT_TELL = "within", "BEYOND", "cannot tell"
 STRADDLES = "its interval straddles the bound"
@@ -63,7 +64,7 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
     out = []
     for g in a.groups:
         for arm in g.arms:
-            if arm.runtime not in allowed or arm.against != analysis.REFERENCE:
+            if arm.runtime not in allowed or arm.against != REFERENCE:
                 continue
             bound, what = allowed[arm.runtime], f"{arm.runtime} overhead, {compare.describe(g.key)}"
             both = [iv for iv in (arm.ratio, arm.ratio_all) if iv is not None]

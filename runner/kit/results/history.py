@@ -7,13 +7,13 @@ the kernel, the image's digest or the host. Those are what a centre upgrades, so
 are what a step in the ratio is read against.
 """
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import columns
 from kit.results import analysis, catalogue, compare, selection, stats
-from kit.results.analysis import Key
+from kit.results.findings import REFERENCE
+from kit.results.record import Key
 
 WATCHED = ("runtime", "kernel", "image", "host")  # what a row's "changed" names
 
@@ -31,14 +31,11 @@ class Point:
 
 
 def _facts(rs: list[dict]) -> dict[str, str]:
-    def most(values: list[str]) -> str:
-        return Counter(values).most_common(1)[0][0]
-
     return {
-        "runtime": most([r["runtime_version"] for r in rs]),
-        "kernel": most([str(r["host"].get("kernel", "?")) for r in rs]),
-        "image": most([str(r.get("image_digest") or "?")[:19] for r in rs]),
-        "host": most([str(r["host"].get("hostname", "?")) for r in rs]),
+        "runtime": stats.mode([r["runtime_version"] for r in rs]),
+        "kernel": stats.mode([str(r["host"].get("kernel", "?")) for r in rs]),
+        "image": stats.mode([str(r.get("image_digest") or "?")[:19] for r in rs]),
+        "host": stats.mode([str(r["host"].get("hostname", "?")) for r in rs]),
     }
 
 
@@ -56,7 +53,7 @@ def points(path: Path, sel: selection.Selection, conf: float) -> list[Point]:
         for g in a.groups:
             for arm in g.arms:
                 name = arm.runtime
-                if arm.against != analysis.REFERENCE or name.split("@")[0] != sel.runtime:
+                if arm.against != REFERENCE or name.split("@")[0] != sel.runtime:
                     continue
                 mine = [r for r in rs if r["runtime"] == name and not r["warmup"]]
                 facts = _facts(mine)

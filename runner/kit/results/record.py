@@ -1,8 +1,8 @@
 """The trial record, kit.trial/2: one typed value per trial, written as one JSON line.
 
 The fields marked `key` are everything that can change a trial's result; the
-analysis groups trials by exactly those (kit.results.analysis.Key has them, a unit test
-holds the two together), so a report over several campaigns never pools a cpu
+analysis groups trials by exactly those (Key below has them, a unit test holds the
+two together), so a report over several campaigns never pools a cpu
 build with a cuda one, fp32 with bf16, 3 timed steps with 100, or a local launch
 with a Slurm job. kit.trial/1 files (written before the steps were recorded) are
 read with those fields unknown: such trials group only with each other. The fields
@@ -149,6 +149,29 @@ def campaign_minutes(records: list[dict]) -> float | None:
         start = when.timestamp()
         spans[r["campaign"]] += [start, start + wall]
     return sum(max(s) - min(s) for s in spans.values()) / 60 or None
+
+
+@dataclass(frozen=True)
+class Key:
+    """What trials must share to be compared: Trial's key fields as key_values reads them
+    (a test holds the two together). It lives beside them, below the findings and the
+    fingerprints, which both name it."""
+
+    image: str
+    bench: str
+    model: str
+    batch_size: int
+    ranks: int
+    data: str = "synthetic"  # or "real": read through the framework's input pipeline
+    launcher: str = "local"  # or "slurm": each trial a batch job; or "hosts": over ssh
+    variant: str = "cpu"  # cpu and cuda builds of a recipe are different software
+    bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
+    steps: int | None = None  # timed steps asked for (None: a kit.trial/1 record)
+    warmup_steps: int | None = None
+
+    def order(self) -> tuple:
+        """The report's order of groups (unknown step counts first)."""
+        return tuple((v is not None, v if v is not None else 0) for v in vars(self).values())
 
 
 def key_values(r: dict) -> dict:

@@ -22,11 +22,12 @@ choice and shows the coverage measured by simulation.
 import itertools
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cache
 from statistics import NormalDist
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,15 @@ def min_n(conf: float) -> int:
     """Fewest values whose widest interval ([min, max] of the values, or of their Walsh
     averages) reaches conf: both miss with probability 2 / 2^n."""
     return math.ceil(math.log2(2 / (1 - conf)) - 1e-12)
+
+
+T = TypeVar("T")
+
+
+def mode(values: list[T]) -> T:
+    """The most common value (the first seen among equals): what most trials said of a
+    fact that is no rate (a version, a host count)."""
+    return Counter(values).most_common(1)[0][0]
 
 
 def median_ci(xs: list[float], conf: float = 0.95) -> Interval:

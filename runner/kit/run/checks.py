@@ -19,7 +19,7 @@ from kit.core.errors import KitError
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import slurm
-from kit.results import analysis
+from kit.results.findings import ALL_PAIRS, REFERENCE
 from kit.run import options, plan
 from kit.runtimes import Runtime
 
@@ -229,7 +229,7 @@ def precision_target(q: RunRequest, chosen: list[Runtime], baseline: str) -> pla
         if q.budget is not None:
             raise KitError("--budget goes with --precision (a fixed design uses --repeats)")
         return None
-    ref = analysis.REFERENCE if baseline == analysis.ALL_PAIRS else baseline
+    ref = REFERENCE if baseline == ALL_PAIRS else baseline
     if ref not in [rt.arm for rt in chosen]:
         raise KitError(f"--precision compares every arm with {ref}: add {ref} to --runtime")
     budget = units.duration("--budget", q.budget or "30m")
@@ -241,12 +241,12 @@ def baseline_arm(q: RunRequest, chosen: list[Runtime]) -> str:
     """The arm the report compares every other with (or every pair: 'all'), which a
     precision-targeted campaign's stop rule waits for too."""
     arms = [rt.arm for rt in chosen]
-    if q.baseline is None or q.baseline == analysis.ALL_PAIRS:
-        return q.baseline or analysis.REFERENCE
+    if q.baseline is None or q.baseline == ALL_PAIRS:
+        return q.baseline or REFERENCE
     if q.baseline not in arms:
         raise KitError(
             f"--baseline '{q.baseline}' is not an arm of --runtime ({', '.join(arms)}); "
-            f"choose one of them, or '{analysis.ALL_PAIRS}' for every pair"
+            f"choose one of them, or '{ALL_PAIRS}' for every pair"
         )
     return q.baseline
 

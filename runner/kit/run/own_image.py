@@ -11,7 +11,7 @@ from kit.core import benches, command
 from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
-from kit.results import analysis
+from kit.results.findings import REFERENCE
 from kit.run import options, plan
 from kit.run.checks import (
     Campaign,
@@ -89,7 +89,7 @@ def campaign(q: RunRequest, made: tuple[Foreign, str | None] | None = None) -> C
         raise KitError("--native-command is the native arm's: add native to --runtime")
     image, mpirun = made or (foreign.resolve(q.foreign_image), q.mpirun)
     image = dataclasses.replace(image, benchmarks=(cmd.name,))
-    default = analysis.REFERENCE if analysis.REFERENCE in arms else arms[0]
+    default = REFERENCE if REFERENCE in arms else arms[0]
     baseline = baseline_arm(dataclasses.replace(q, baseline=q.baseline or default), chosen)
     target = precision_target(q, chosen, baseline)
     runtime_args = runtime_options(q.runtime_arg, chosen)

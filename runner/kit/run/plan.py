@@ -13,6 +13,7 @@ from kit.core import benches, units
 from kit.core.command import Command
 from kit.launch import slurm
 from kit.results import analysis, stats
+from kit.results.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def launch_spread(trials: list[dict]) -> tuple[float, str]:
     return sd, f"measured over {df + len(by_round)} warm-up launches"
 
 
-BASELINE = analysis.REFERENCE  # the arm every other is compared with, launched more often
+BASELINE = REFERENCE  # the arm every other is compared with, launched more often
 
 
 def baseline_launches(runtimes: list[str]) -> int:
@@ -151,7 +152,7 @@ class Target:
     precision: float  # relative half-width, e.g. 0.02
     budget_s: float
     confidence: float = 0.95
-    baseline: str = analysis.REFERENCE  # the report's family: an arm, or ALL_PAIRS
+    baseline: str = REFERENCE  # the report's family: an arm, or ALL_PAIRS
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def stop_reason(
 def comparisons(design: Design) -> int:
     """How many comparisons a report of this design holds together (its family)."""
     arms = len(design.runtimes)
-    all_pairs = design.target is not None and design.target.baseline == analysis.ALL_PAIRS
+    all_pairs = design.target is not None and design.target.baseline == ALL_PAIRS
     per_config = arms * (arms - 1) // 2 if all_pairs else arms - 1
     return max(1, per_config * len(design.configs))
 
@@ -236,14 +237,14 @@ def short_budget(design: Design, spent_s: float, rounds_done: int) -> str:
     )
 
 
-def _compared(a: analysis.Analysis) -> list[tuple[str, analysis.Arm]]:
+def _compared(a: Analysis) -> list[tuple[str, Arm]]:
     """Every comparison of the analysis that has a ratio, by name."""
     compared = [(arm.runtime, arm) for g in a.groups for arm in g.arms]
     compared += [(f"{arm.runtime}/{arm.against}", arm) for g in a.groups for arm in g.pairs]
     return [(name, arm) for name, arm in compared if arm.ratio is not None]
 
 
-def _widths(a: analysis.Analysis) -> str:
+def _widths(a: Analysis) -> str:
     """Each comparison's half-width, or that it has too few rounds for one (a range over
     one or two rounds is no interval, however narrow)."""
     return ", ".join(
@@ -281,7 +282,7 @@ def describe(design: Design, opts: Options) -> str:
             "shares its noise)"
         )
     if design.target:
-        family = " (every pair)" if design.target.baseline == analysis.ALL_PAIRS else ""
+        family = " (every pair)" if design.target.baseline == ALL_PAIRS else ""
         lines.append(
             f"then a round at a time until every comparison{family} is within "
             f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} "

@@ -24,7 +24,7 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.results import store
-from kit.results.analysis import REFERENCE
+from kit.results.findings import REFERENCE
 from kit.run import options
 from kit.run.checks import RunRequest, given
 

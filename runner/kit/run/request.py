@@ -21,7 +21,7 @@ from kit.image import recipes
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import hosts as host_list
-from kit.results import analysis
+from kit.results.findings import REFERENCE
 from kit.run import options, own_image, plan
 from kit.run.checks import (
     Campaign,
@@ -144,7 +144,7 @@ def kit_campaign(q: RunRequest, r: "Recipe | Foreign") -> Campaign:
         "data_dir": data_dir,
         "slurm": dataclasses.asdict(site) if site else None,
     }
-    if baseline != analysis.REFERENCE:  # campaigns saved before --baseline still resume
+    if baseline != REFERENCE:  # campaigns saved before --baseline still resume
         spec["baseline"] = baseline
     if opts.hosts:  # and those saved before --hosts
         spec["hosts"] = list(opts.hosts)

@@ -14,6 +14,7 @@ from kit.core.errors import KitError
 from kit.report import arms, model, plots, sentences, writers
 from kit.report.text import interval
 from kit.results import analysis, stats, store
+from kit.results.findings import Arm
 
 from ..records import record
 
@@ -265,7 +266,7 @@ def test_the_title_names_the_campaign_not_the_path_asked_for(tmp_path, monkeypat
 
 
 def test_the_precision_cell_says_one_thing():
-    arm = analysis.Arm(
+    arm = Arm(
         "docker",
         3,
         *([stats.Interval(1, 1, 1, 1)] * 1),

@@ -26,6 +26,7 @@ from kit.core import benches
 from kit.image import recipes
 from kit.launch import hostload, launchers, outcomes
 from kit.results import analysis, stats, store
+from kit.results.findings import Arm
 from kit.run import campaign, plan, trial
 
 from ..records import record
@@ -199,7 +200,7 @@ def folders(tmp_path) -> Iterator[Path]:
         yield Path(d)
 
 
-def covered(arm: analysis.Arm, truth: float) -> bool:
+def covered(arm: Arm, truth: float) -> bool:
     return arm.ratio.low <= truth <= arm.ratio.high
 
 

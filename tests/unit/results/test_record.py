@@ -8,7 +8,7 @@ from ..records import record as make
 
 
 def test_the_analysis_groups_by_exactly_the_records_key_fields():
-    assert {f.name for f in dataclasses.fields(analysis.Key)} == set(record.KEY_FIELDS)
+    assert {f.name for f in dataclasses.fields(record.Key)} == set(record.KEY_FIELDS)
     assert {"variant", "bench_args", "steps", "warmup_steps", "launcher"} <= set(record.KEY_FIELDS)
 
 

@@ -10,6 +10,7 @@ from kit import cli
 from kit.core.errors import KitError
 from kit.report import published, writers
 from kit.results import analysis, store
+from kit.results.findings import Analysis
 from kit.run import options, preset_run, presets, request, start
 from kit.run.checks import RunRequest
 
@@ -202,7 +203,7 @@ def test_published_figure_beside_the_measured_ratio(tmp_path, ratio, noise, find
 
 
 def test_oom_efficiency_and_io_findings(tmp_path):
-    a = analysis.Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
+    a = Analysis("x", 0, 0, [], 0, {}, 0.95, [], [], [], [], oom=[], runtimes={})
     p = figures("cscs2018-frameworks")
     rows = published.published(a, p)
     assert [r["finding"] for r in rows] == [
