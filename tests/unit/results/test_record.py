@@ -31,16 +31,6 @@ def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read()
     assert {(g.key.steps, g.arms[0].rate.value) for g in groups} == {(3, 50.0), (None, 100.0)}
 
 
-def test_the_fields_a_reader_needs_are_marked_on_the_record_itself():
-    """The store checks each line against the record type's `read` fields, with the
-    JSON type each must have (no second list of them to drift)."""
-    assert {
-        "schema": str, "campaign": str, "index": int, "warmup": bool, "image": str,
-        "bench": str, "model": str, "batch_size": int, "ranks": int, "runtime": str,
-        "runtime_version": str, "runtime_settings": list, "host": dict, "status": str,
-    } == record.READ_FIELDS  # fmt: skip
-
-
 def test_a_slurm_node_list_is_counted_compressed_or_not():
     assert [record.node_count(n) for n in ("n1", "n1,n2", "kit-n[1-2]", "n[01-03,7],gpu1")] == [
         1, 2, 2, 5,
