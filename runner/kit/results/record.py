@@ -194,18 +194,12 @@ def campaign_minutes(records: list[dict]) -> float | None:
 
 
 def key_values(r: dict) -> dict:
-    """A record's key fields as the analysis compares them (either schema); option lists
-    are compared as text."""
-    return {
-        "image": r["image"],
+    """A record's key fields (KEY_FIELDS) as the analysis compares them, either schema's: a
+    kit.trial/1 record's unknown steps are None, its variant and data what they were then;
+    option lists are compared as text, launchers as launched_by tells them apart."""
+    return {name: r.get(name) for name in KEY_FIELDS} | {
         "variant": r.get("variant") or "cpu",
-        "bench": r["bench"],
-        "model": r["model"],
-        "batch_size": r["batch_size"],
-        "ranks": r["ranks"],
         "data": r.get("data") or (r.get("result") or {}).get("data", "synthetic"),
         "bench_args": " ".join(r.get("bench_args") or []),
-        "steps": r.get("steps"),
-        "warmup_steps": r.get("warmup_steps"),
         "launcher": launched_by(r),
     }

@@ -10,6 +10,7 @@ from ..records import record as make
 def test_the_analysis_groups_by_exactly_the_records_key_fields():
     assert {f.name for f in dataclasses.fields(analysis.Key)} == set(record.KEY_FIELDS)
     assert {"variant", "bench_args", "steps", "warmup_steps", "launcher"} <= set(record.KEY_FIELDS)
+    assert tuple(record.key_values(make("native", 1.0))) == record.KEY_FIELDS
 
 
 def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read():
