@@ -1,4 +1,5 @@
-"""The trial record, kit.trial/2: one typed value per trial, written as one JSON line.
+"""The records a campaign writes: the trial record, kit.trial/2 (Trial, one JSON line a
+trial), and the campaign's settings (CampaignSpec, its campaign.json).
 
 The fields marked `key` are everything that can change a trial's result; the
 analysis groups trials by exactly those (Key below has them, a unit test holds the
@@ -7,11 +8,11 @@ build with a cuda one, fp32 with bf16, 3 timed steps with 100, or a local launch
 with a Slurm job. kit.trial/1 files (written before the steps were recorded) are
 read with those fields unknown: such trials group only with each other. The fields
 marked `read` are what every record must hold for --resume and the analysis to use
-it; the results store checks each line it reads against READ_FIELDS.
+it. kit.results.schemas makes a JSON Schema of each type, which the results store checks
+every line and campaign.json it reads against, and docs/schemas/ ships.
 """
 
 import dataclasses
-import typing
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +28,10 @@ KEY_READ = {**KEY, **READ}
 
 @dataclass(frozen=True)
 class Trial:
-    schema: str = field(metadata=READ)
+    """One trial as kit files it, a line of trials.jsonl. Only the fields marked `read`
+    (required) are in every record: an older kit's may lack any other."""
+
+    schema: str = field(metadata={**READ, "enum": READABLE})  # the ones kit reads
     campaign: str = field(metadata=READ)
     index: int = field(metadata=READ)  # position in the campaign's plan (what --resume counts)
     warmup: bool = field(metadata=READ)  # a warm-up round's trial: recorded, not reported
@@ -66,7 +70,7 @@ class Trial:
     host_load: dict
     started: str
     # outcome
-    wall_s: float
+    wall_s: float | None  # None: not a JSON number, filed as null (results.store)
     # ok, oom, failed, lost (its runtime's service went away), timeout, interrupted
     status: str = field(metadata=READ)
     cause: str  # what ended a failed or lost trial, when known (a signal, a lost service)
@@ -83,11 +87,49 @@ class Trial:
 
 
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
-READ_FIELDS = {  # name -> the JSON type it must have (list for list[str], ...)
-    f.name: typing.get_origin(f.type) or f.type
-    for f in dataclasses.fields(Trial)
-    if f.metadata.get("read")
-}
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """A campaign's settings (campaign.json): what --resume must find unchanged, and the
+    precision target and baseline a report reads back. A field left unset (None, null) is
+    not saved: it does not apply to the campaign (an own image's has no recipe), or the
+    campaign was saved before kit saved it (one without `baseline` compares with native)."""
+
+    campaign: str = field(metadata=READ)  # the id its trial records hold
+    # every campaign's (kit.run.checks.resume_spec)
+    runtimes: list[str] | None = None  # the arms
+    configs: list[dict] | None = None  # each: bench, model, batch_size, ranks, data
+    repeats: int | None = None
+    baseline_launches: int | None = None
+    warmup_trials: int | None = None
+    seed: int | None = None
+    precision: float | None = None  # --precision as a fraction (0.02: ±2%); None: fixed rounds
+    budget_s: float | None = None  # --budget, with --precision
+    confidence: float | None = None
+    runtime_args: dict[str, list[str]] | None = None  # each arm's --runtime-arg options
+    launcher: str | None = None
+    baseline: str | None = None  # --baseline: an arm, or all (every pair); None: native
+    hosts: list[str] | None = None  # --hosts
+    image: str | None = None  # kit's image, or the user's own (its source)
+    # a campaign of kit's images
+    recipe_version: str | None = None
+    variant: str | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    min_time: str | float | None = None  # auto, or seconds
+    bench_args: dict[str, list[str]] | None = None  # each benchmark's pass-through options
+    data_dir: str | None = None  # with --data real
+    slurm: dict | None = None  # the --slurm-config site
+    # a campaign of the user's own image (kit run --image)
+    image_digest: str | None = None
+    image_mpi: str | None = None
+    command: dict | None = None  # --command and what reads its figure
+
+    def to_json(self) -> dict:
+        """The fields that are set, as campaign.json holds them."""
+        values = ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        return {name: value for name, value in values if value is not None}
 
 
 def launched_by(r: dict) -> str:
@@ -175,18 +217,12 @@ class Key:
 
 
 def key_values(r: dict) -> dict:
-    """A record's key fields as the analysis compares them (either schema); option lists
-    are compared as text."""
-    return {
-        "image": r["image"],
+    """A record's key fields (KEY_FIELDS) as the analysis compares them, either schema's: a
+    kit.trial/1 record's unknown steps are None, its variant and data what they were then;
+    option lists are compared as text, launchers as launched_by tells them apart."""
+    return {name: r.get(name) for name in KEY_FIELDS} | {
         "variant": r.get("variant") or "cpu",
-        "bench": r["bench"],
-        "model": r["model"],
-        "batch_size": r["batch_size"],
-        "ranks": r["ranks"],
         "data": r.get("data") or (r.get("result") or {}).get("data", "synthetic"),
         "bench_args": " ".join(r.get("bench_args") or []),
-        "steps": r.get("steps"),
-        "warmup_steps": r.get("warmup_steps"),
         "launcher": launched_by(r),
     }

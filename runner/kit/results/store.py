@@ -9,10 +9,12 @@ value is JSON: a record holding NaN or an infinity (which Python's json writes a
 reads, and other tools do not) is filed with those values null, the fields named in
 its cause, and a line holding one (a hand edit) is not read. The campaign's settings
 (SPEC_FILE) live beside its trials, so --resume runs exactly the trials that have not
-finished.
+finished. Each line is checked against the trial record's schema, campaign.json against
+the campaign's (kit.results.schemas).
 """
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import math
@@ -29,7 +31,8 @@ from pathlib import Path
 from kit.core import benches, inputs
 from kit.core.errors import KitError
 from kit.core.paths import make_dir, write_atomically
-from kit.results.record import READ_FIELDS, READABLE
+from kit.results import schemas
+from kit.results.record import CampaignSpec
 
 FILE = "trials.jsonl"
 TRIALS_LIMIT = 2 << 30  # 2 GiB: 100,000 trials (checks.MAX_TRIALS) of at most 16 KiB each
@@ -55,11 +58,8 @@ def shape_problem(record: object) -> str | None:
     """Why a parsed line is not a usable trial record, or None."""
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not a trial record"
-    for name, want in READ_FIELDS.items():
-        if not _kind(record.get(name), want):
-            return f"field '{name}' is missing or not a {getattr(want, '__name__', 'number')}"
-    if record["schema"] not in READABLE:
-        return f"schema {record['schema']!r} is not one of {', '.join(READABLE)}"
+    if problem := schemas.TRIAL_CHECK(record):
+        return problem
     if record["status"] != "ok":
         return None
     result = record.get("result")
@@ -300,11 +300,11 @@ def _flocked(inode: int) -> bool:
 FINISHED = ("ok", "failed", "oom")  # a timeout, an interrupted or a lost trial runs again
 
 
-def check_campaign(out_dir: Path, spec: dict, resume: bool) -> dict | None:
+def check_campaign(out_dir: Path, spec: dict, resume: bool) -> CampaignSpec | None:
     """What open_campaign would refuse, found without writing anything (the dry run
     checks with it too): a folder holding trials without --resume, a resume with nothing
-    to resume or with other options. Returns the saved settings when resuming."""
-    spec = json.loads(json.dumps(spec))
+    to resume, a campaign.json that does not fit its schema, or other options. Returns the
+    saved settings when resuming."""
     path = out_dir / SPEC_FILE
     if not resume:
         if (out_dir / FILE).is_file() and (out_dir / FILE).stat().st_size:
@@ -315,9 +315,12 @@ def check_campaign(out_dir: Path, spec: dict, resume: bool) -> dict | None:
         return None
     if not path.is_file():
         raise KitError(f"nothing to resume in {out_dir} (no {SPEC_FILE}); drop --resume")
-    saved = _saved_spec(path)
+    saved = CampaignSpec(**_saved_json(path))
+    asked = _typed(spec, saved.campaign)
     changed = sorted(
-        k for k in (spec.keys() | saved.keys()) - {"campaign"} if spec.get(k) != saved.get(k)
+        f.name
+        for f in dataclasses.fields(saved)
+        if getattr(asked, f.name) != getattr(saved, f.name)
     )
     if changed:
         raise KitError(
@@ -334,12 +337,10 @@ def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int
     saved = check_campaign(out_dir, spec, resume)
     if saved is None:
         campaign = uuid.uuid4().hex[:8]
-        spec = json.loads(json.dumps(spec))
-        write_atomically(
-            out_dir / SPEC_FILE, json.dumps({"campaign": campaign, **spec}, indent=2) + "\n"
-        )
+        settings = _typed(spec, campaign).to_json()
+        write_atomically(out_dir / SPEC_FILE, json.dumps(settings, indent=2) + "\n")
         return campaign, set()
-    campaign = saved["campaign"]
+    campaign = saved.campaign
     done = {
         r["index"]
         for r in load(out_dir).records
@@ -348,13 +349,26 @@ def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int
     return campaign, done
 
 
-def _saved_spec(path: Path) -> dict:
-    """The settings a campaign saved, or a KitError naming what is wrong with the file."""
-    saved = inputs.read_json(
-        path, f"{path} cannot be read as a campaign", "start a new campaign with another --out"
-    )
-    if not isinstance(saved, dict) or not isinstance(saved.get("campaign"), str):
-        raise KitError(f"{path} holds no campaign id; start a new campaign with another --out")
+def _typed(spec: dict, campaign: str) -> CampaignSpec:
+    """The settings kit run asks for (kit.run.checks' dict) as their type; one kit does not
+    know, or of the wrong type, is kit's own error (a test runs every kind of campaign)."""
+    raw = json.loads(json.dumps({**spec, "campaign": campaign}))
+    if problem := schemas.CAMPAIGN_CHECK(raw):
+        raise ValueError(f"the settings of a campaign do not fit {SPEC_FILE}'s schema: {problem}")
+    return CampaignSpec(**raw)
+
+
+def _saved_json(path: Path) -> dict:
+    """What a campaign saved, checked against its schema: a KitError naming the first
+    thing wrong with the file (a hand edit, another kit's) and what to do."""
+    new = "start a new campaign with another --out"
+    saved = inputs.read_json(path, f"{path} cannot be read as a campaign", new)
+    if not isinstance(saved, dict):
+        raise KitError(f"{path} holds no campaign id; {new}")
+    if problem := schemas.CAMPAIGN_CHECK(saved):
+        raise KitError(
+            f"{path}: {problem}; correct it as docs/schemas/campaign.json says, or {new}"
+        )
     return saved
 
 
@@ -372,11 +386,11 @@ def has_campaign(out_dir: Path) -> bool:
 
 
 def settings(out_dir: Path) -> dict:
-    """The settings a campaign saved in out_dir ({} when none can be read)."""
-    try:
-        return _saved_spec(out_dir / SPEC_FILE)
-    except KitError:
-        return {}
+    """The settings a campaign saved in out_dir, as it saved them ({} when it saved none);
+    a KitError when they do not fit their schema (the report would go on without its
+    precision target or baseline, or read a mistyped one)."""
+    path = out_dir / SPEC_FILE
+    return _saved_json(path) if path.exists() else {}
 
 
 def save_preset(out_dir: Path, preset: dict) -> None:

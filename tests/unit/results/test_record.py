@@ -10,6 +10,7 @@ from ..records import record as make
 def test_the_analysis_groups_by_exactly_the_records_key_fields():
     assert {f.name for f in dataclasses.fields(record.Key)} == set(record.KEY_FIELDS)
     assert {"variant", "bench_args", "steps", "warmup_steps", "launcher"} <= set(record.KEY_FIELDS)
+    assert tuple(record.key_values(make("native", 1.0))) == record.KEY_FIELDS
 
 
 def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read():
@@ -29,16 +30,6 @@ def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read()
     )
     groups = analysis.summarise(old + new, "").groups
     assert {(g.key.steps, g.arms[0].rate.value) for g in groups} == {(3, 50.0), (None, 100.0)}
-
-
-def test_the_fields_a_reader_needs_are_marked_on_the_record_itself():
-    """The store checks each line against the record type's `read` fields, with the
-    JSON type each must have (no second list of them to drift)."""
-    assert {
-        "schema": str, "campaign": str, "index": int, "warmup": bool, "image": str,
-        "bench": str, "model": str, "batch_size": int, "ranks": int, "runtime": str,
-        "runtime_version": str, "runtime_settings": list, "host": dict, "status": str,
-    } == record.READ_FIELDS  # fmt: skip
 
 
 def test_a_slurm_node_list_is_counted_compressed_or_not():
