@@ -150,7 +150,8 @@ def campaigns(tmp_path: Path) -> list[dict]:
     specs = []
     for argv in (kit_image, own):
         a = cli.parser().parse_args(["run", *argv, "--dry-run"])
-        specs.append(request.check(request.RunRequest.of(a), plan_only=True).spec)
+        q = request.RunRequest.of(a)
+        specs.append(request.prepare(q, request.check(q), plan_only=True).spec)
     return specs
 
 
