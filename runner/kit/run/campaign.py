@@ -171,11 +171,12 @@ def execute(
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / store.FILE}", file=sys.stderr)
     t_start, ran, r, own_s, length = time.monotonic(), 0, 0, 0.0, ""
-    before_s = sum(x["wall_s"] for x in records)  # a resumed campaign's earlier trials
+    before_s = sum(x["wall_s"] or 0.0 for x in records)  # a resumed campaign's earlier trials
+    # (a wall time that was no JSON number is filed as null: it counts as none)
 
     def spent() -> float:
         """The campaign's time so far: its wall time (never less than its trials' own)."""
-        trials_s = sum(x["wall_s"] for x in records) - before_s
+        trials_s = sum(x["wall_s"] or 0.0 for x in records) - before_s
         return before_s + max(time.monotonic() - t_start, trials_s)
 
     try:  # registered however it ends: finished, stopped, interrupted or failed

@@ -72,7 +72,11 @@ def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
     """opts with the training benchmarks' --min-time chosen from the warm-up trials
     (stats.trial_seconds), and a line saying what was chosen and from what. Derived from
     the records alone, so --resume chooses the same."""
-    ok = [r for r in warmups if r["status"] == "ok" and r["result"].get("step_times_s")]
+    ok = [
+        r
+        for r in warmups
+        if r["status"] == "ok" and r["result"].get("step_times_s") and r["wall_s"] is not None
+    ]
     if not ok:
         return dataclasses.replace(opts, auto_min_time=False), (
             "--min-time auto: no warm-up trial finished; trials time --steps steps only"

@@ -114,6 +114,18 @@ def test_resume_starts_only_the_trials_not_finished(tmp_path):
     assert [name for _, name, _ in launcher.started] == [f"kit-c1-{i}" for i in (3, 4, 6, 7)]
 
 
+def test_a_resumed_campaign_counts_a_filed_null_wall_time_as_none(tmp_path):
+    """The store files a wall time that was no JSON number as null (the schema allows it):
+    resuming with such a trial on file runs the rest instead of failing on the sum."""
+    run(tmp_path, Scripted(), repeats=1)
+    first, *rest = (tmp_path / "trials.jsonl").read_text().splitlines()
+    kept = json.dumps({**json.loads(first), "wall_s": None})
+    (tmp_path / "trials.jsonl").write_text("\n".join([kept, *rest[:1]]) + "\n")
+    launcher = Scripted()
+    assert run(tmp_path, launcher, repeats=1, done={0, 1}) == "2 rounds done"
+    assert [name for _, name, _ in launcher.started] == ["kit-c1-2", "kit-c1-3"]
+
+
 def test_each_way_a_trial_ends_is_recorded_as_such(tmp_path):
     run(tmp_path, Scripted({1: "oom", 2: "failed", 3: "timeout"}))
     assert [r["status"] for r in records(tmp_path)][:5] == ["ok", "oom", "failed", "timeout", "ok"]
