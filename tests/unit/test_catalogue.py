@@ -85,11 +85,19 @@ def test_ls_filters_by_image_runtime_version_host_dates_and_preset(tmp_path, cap
     assert err.startswith("kit: error: --since 'last week' is not a date or time; give e.g. ")
 
 
+# A writer that says (touching argv[3]) when it is about to begin its transaction.
 ADD = textwrap.dedent(
     """
-    import sys
+    import contextlib, sys
     from kit.results import catalogue
     from pathlib import Path
+    real = catalogue.transaction
+    @contextlib.contextmanager
+    def announced(db):
+        Path(sys.argv[3]).touch()
+        with real(db):
+            yield
+    catalogue.transaction = announced
     catalogue.add(Path(sys.argv[1]), [Path(sys.argv[2])])
     """
 )
@@ -103,10 +111,19 @@ def test_two_campaigns_ending_at_once_both_land(tmp_path):
     env = {**os.environ, "PYTHONPATH": RUNNER}
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # both writers start while the file is locked
+    starts = [tmp_path / "a-begins", tmp_path / "b-begins"]
     writers = [
-        subprocess.Popen([sys.executable, "-c", ADD, str(db), str(d)], env=env) for d in (a, b)
+        subprocess.Popen([sys.executable, "-c", ADD, str(db), str(d), str(s)], env=env)
+        for d, s in zip((a, b), starts, strict=True)
     ]
-    time.sleep(1.5)  # long enough for both to be waiting for it
+    # Both writers begin while the file is locked, however slowly the host starts them;
+    # the short wait after only lets their BEGIN reach SQLite's busy wait.
+    deadline = time.monotonic() + 120
+    while not all(s.exists() for s in starts):
+        assert time.monotonic() < deadline, "a writer never began"
+        assert all(w.poll() is None for w in writers), "a writer ended before it began"
+        time.sleep(0.02)
+    time.sleep(0.5)
     holder.execute("COMMIT")
     holder.close()
     assert [w.wait(timeout=60) for w in writers] == [0, 0]

@@ -84,6 +84,19 @@ def held_by_a_child(folder: Path) -> Iterator[None]:
         child.wait(timeout=30)
 
 
+def waiting_on_a_flock(child: subprocess.Popen, within_s: float = 60.0) -> None:
+    """Return once child waits on a flock (a "->" line of /proc/locks names its pid): the
+    state the test sets up, reached however slowly the host starts the child."""
+    deadline = time.monotonic() + within_s
+    while not any(
+        line.split()[1] == "->" and line.split()[5] == str(child.pid)
+        for line in Path("/proc/locks").read_text().splitlines()
+    ):
+        assert child.poll() is None, "the child ended instead of waiting"
+        assert time.monotonic() < deadline, "the child never waited on the mark"
+        time.sleep(0.02)
+
+
 def names(said: str) -> list[str]:
     """The folders prune said it removed (or would), in its order, by their key."""
     removed = [line for line in said.splitlines() if line.startswith(("removed ", "would remove "))]
@@ -184,8 +197,7 @@ def test_a_kit_starting_on_a_folder_being_removed_makes_it_anew(tree):
     with marks.unused(tree["a"]) as free:
         assert free
         child = user(tree["a"])
-        with pytest.raises(subprocess.TimeoutExpired):
-            child.wait(timeout=0.5)  # waiting on the removal
+        waiting_on_a_flock(child)  # on the removal's mark, not merely slow to start
         tree["a"].rename(tree["a"].with_name("gone"))
     assert child.stdout.readline() == b"held\n"
     assert marks.in_use(tree["a"]) and not marks.in_use(tree["a"].with_name("gone"))

@@ -16,8 +16,11 @@ from kit.run import orphans
 
 IGNORES_TERM = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    "print('ready', flush=True); time.sleep(60)"
+    "print('ready', flush=True); time.sleep(600)"
 )
+# Every process here is killed by the test: none may end on its own first, however slow
+# the host makes the test (a sleeper that ended by itself would look ended by kit).
+LONG = ["sleep", "600"]
 
 
 def marked(argv: list[str], campaign: str, marker: str) -> subprocess.Popen:
@@ -41,15 +44,17 @@ def no_engines(monkeypatch):
 
 
 def test_the_killed_campaigns_ranks_are_ended_and_others_left(cid, no_engines, capsys):
-    rank = marked(["sleep", "60"], cid, f"kit-{cid}-4")
+    rank = marked(LONG, cid, f"kit-{cid}-4")
     stubborn = marked([sys.executable, "-c", IGNORES_TERM], cid, f"kit-{cid}-5")
     assert stubborn.stdout.readline() == b"ready\n"  # SIGTERM ignored from now on
     other = [
-        subprocess.Popen(["sleep", "60"], env={"KIT_TRIAL": m})
+        subprocess.Popen(LONG, env={"KIT_TRIAL": m})
         for m in (f"kit-{cid}4-4", f"kit-x{cid}-4", f"kit-{cid}-x")
     ]
     try:
-        orphans.end(cid, grace_s=0.5)
+        # A grace many times what a loaded host takes to end a sleep on SIGTERM: a rank still
+        # there after it gets SIGKILL, and this test would take SIGTERM for unsent.
+        orphans.end(cid, grace_s=5)
         assert rank.wait(timeout=5) == -signal.SIGTERM
         assert stubborn.wait(timeout=5) == -signal.SIGKILL  # after the grace
         assert [p.poll() for p in other] == [None, None, None]
@@ -69,7 +74,7 @@ def test_nothing_left_is_nothing_said(cid, no_engines, capsys):
 
 
 def test_processes_that_cannot_be_ended_refuse_the_resume_naming_them(cid, no_engines, monkeypatch):
-    rank = marked(["sleep", "60"], cid, f"kit-{cid}-4")
+    rank = marked(LONG, cid, f"kit-{cid}-4")
     monkeypatch.setattr(orphans, "_signal", lambda pids, sig: None)  # as if another user's
     try:
         with pytest.raises(KitError) as e:
