@@ -52,6 +52,19 @@ def _in_a_folder_of_its_own(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+REPO = Path(__file__).resolve().parents[2]
+# What a Python subprocess of a test imports: this checkout's kit and kitbench, not the kit
+# the venv's editable install names (the checkout provisioned last, maybe another test
+# run's on this machine), nor nothing (a relative PYTHONPATH, once a test is in tmp_path).
+THIS_CHECKOUT = os.pathsep.join(str(REPO / d) for d in ("runner", "benchmarks"))
+
+
+@pytest.fixture(autouse=True)
+def _subprocesses_import_this_checkout(monkeypatch) -> None:
+    """A test's `python -m kit.cli` or `-c "from kit ..."` runs the code under test."""
+    monkeypatch.setenv("PYTHONPATH", THIS_CHECKOUT)
+
+
 @pytest.fixture(autouse=True)
 def _no_catalogue(monkeypatch) -> None:
     """Campaigns run by unit tests register in no results catalogue: not in the user's

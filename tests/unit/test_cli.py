@@ -16,6 +16,9 @@ import pytest
 
 
 def kit(*args, env=None):
+    """`python -m kit.cli ARGS`: a given env gets the PYTHONPATH of this checkout's kit."""
+    if env is not None:
+        env = {**env, "PYTHONPATH": os.environ["PYTHONPATH"]}
     return subprocess.run(
         [sys.executable, "-m", "kit.cli", *args], capture_output=True, text=True, env=env
     )
