@@ -332,11 +332,16 @@ def in_image(tag: str, *argv: str, volume: str | None = None) -> subprocess.Comp
     )
 
 
+NODE_UP = frozenset({"idle", "mixed", "allocated", "completing"})  # sinfo's %T, not down
+
+
 @pytest.fixture(scope="session")
 def cluster(ready) -> None:
     """The local two-node Slurm cluster that ci/provision starts."""
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
-    if "kit-n1 idle" not in nodes.stdout or "kit-n2 idle" not in nodes.stdout:
+    # up: idle, or running another job (another test run's on this machine): it queues
+    state = dict(line.split()[:2] for line in nodes.stdout.splitlines() if len(line.split()) > 1)
+    if not all(state.get(n) in NODE_UP for n in ("kit-n1", "kit-n2")):
         pytest.fail(f"the local Slurm cluster is not up (run ci/provision): {nodes.stdout}")
 
 
@@ -389,7 +394,18 @@ def _proc(pid: str) -> tuple[bytes, bytes, int, int] | None:
     return argv, environ, int(stat[1]), int(stat[19])
 
 
-def leftovers() -> list[str]:
+def leftovers(within_s: float = 10.0) -> list[str]:
+    """What leftovers_now finds still there after waiting up to within_s for it to go: a
+    process kit stopped may take a while, on a loaded host, to die and be reaped (and a
+    container to be removed), while one kit left running is still there at the deadline
+    (short, so that a leftover rank does not end its steps meanwhile)."""
+    deadline = time.monotonic() + within_s
+    while (left := leftovers_now()) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
+
+
+def leftovers_now() -> list[str]:
     """This session's trial processes and containers still there (see trial_processes), and
     the processes a trial starts that carry no marker (mount daemons clear their
     environment): named in LEFTOVER, started since the session began, orphaned (their

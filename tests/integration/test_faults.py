@@ -2,6 +2,8 @@
 by a signal in the middle of a trial or by the kernel's OOM killer, Apptainer or its
 mount daemon dying, the Docker engine going away mid-campaign, the host's clock jumping."""
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -10,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -28,12 +31,21 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
 
 
-def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built):
+@pytest.fixture
+def full_disk() -> Iterator[Path]:
+    """FULL, held by this test alone: another test run on the machine (ci/test mounts one
+    FULL for all) would fill, measure or clear it meanwhile. Waits for the other's test."""
+    if not os.path.ismount(FULL):
+        pytest.fail(f"{FULL} must be a small file system of its own (ci/test mounts it)")
+    with open(FULL / ".kit-test.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield FULL
+
+
+def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built, full_disk):
     """The results disk fills up mid-campaign: kit stops at once with one line, every
     record in the file is whole, none already written is lost; once there is room again
     --resume runs exactly the trials that are missing."""
-    if not os.path.ismount(FULL):
-        pytest.fail(f"{FULL} must be a small file system of its own (ci/test mounts it)")
     out, filler = FULL / "run", FULL / "filler"
     shutil.rmtree(out, ignore_errors=True)
     filler.unlink(missing_ok=True)
@@ -62,11 +74,9 @@ def test_a_full_results_disk_stops_the_campaign_and_resume_goes_on(built):
     shutil.rmtree(out)
 
 
-def test_a_cache_disk_too_small_for_a_conversion_is_refused_before_it_starts(built):
+def test_a_cache_disk_too_small_for_a_conversion_is_refused_before_it_starts(built, full_disk):
     """The cache's disk cannot take the image's squashfs: one line naming the need, the
     room and the fix, before any export, and nothing left in the cache."""
-    if not os.path.ismount(FULL):
-        pytest.fail(f"{FULL} must be a small file system of its own (ci/test mounts it)")
     cache = FULL / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     env = {**os.environ, "KIT_CACHE": str(cache)}
@@ -115,12 +125,21 @@ def rank_one(marker_prefix: str) -> int | None:
     return ours(marker_prefix, b"PMI_RANK=1", b"torch_cnn.py")
 
 
-def caught(args: tuple[str, ...], find) -> tuple[subprocess.Popen, int]:
-    """Start `kit` with args; the pid `find()` names once one of its trials is running."""
+def trials_of(out: Path) -> str | None:
+    """The marker prefix of the campaign writing to out (kit-CAMPAIGN-), once its
+    campaign.json is there: only its trials, not another test run's, are to be killed."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return f"kit-{json.loads((out / 'campaign.json').read_text())['campaign']}-"
+    return None
+
+
+def caught(args: tuple[str, ...], out: Path, find) -> tuple[subprocess.Popen, int]:
+    """Start `kit` with args (writing to out); the pid `find(prefix)` names once one of its
+    trials is running, prefix being the campaign's marker prefix."""
     run = subprocess.Popen(["kit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline, victim = time.monotonic() + 300, None
     while victim is None and time.monotonic() < deadline and run.poll() is None:
-        victim = find()
+        victim = find(prefix) if (prefix := trials_of(out)) else None
         time.sleep(0.2)
     assert victim is not None, "the process to kill was never seen running"
     time.sleep(2)  # in the trial's timed steps
@@ -134,7 +153,7 @@ def test_a_rank_killed_mid_trial_is_filed_with_its_signal_and_the_campaign_goes_
     args = ("run", "pytorch-mpich", *SMALL, "--runtime", "native", "--np", "2", "--repeats", "3")
     args = (*args, "--out", str(out))
     args = (*args, "--bench-arg=--min-time=8")  # long enough to be caught in the act
-    campaign, victim = caught(args, lambda: rank_one("kit-"))
+    campaign, victim = caught(args, out, rank_one)
     os.kill(victim, signal.SIGKILL)
     _, err = campaign.communicate(timeout=900)
     assert campaign.returncode == 0, err.decode()[-3000:]
@@ -174,7 +193,7 @@ def test_apptainer_killed_under_a_trial_is_filed_and_leaves_nothing(built, tmp_p
     out = tmp_path / "run"
     args = ("run", "pytorch-mpich", *SMALL, "--np", "1", "--repeats", "2", "--out", str(out))
     args = (*args, "--runtime", "singularity", "--bench-arg=--min-time=8")
-    campaign, victim = caught(args, lambda: ours("kit-", b"Apptainer runtime parent"))
+    campaign, victim = caught(args, out, lambda m: ours(m, b"Apptainer runtime parent"))
     os.kill(victim, signal.SIGKILL)
     _, err = campaign.communicate(timeout=900)
     recs = records(out)
@@ -235,7 +254,7 @@ def test_a_mount_daemon_killed_under_a_trial_leaves_nothing_mounted(built, tmp_p
     out = tmp_path / "run"
     args = ("run", "pytorch-mpich", *SMALL, "--np", "1", "--repeats", "2", "--out", str(out))
     args = (*args, "--runtime", "singularity", "--bench-arg=--min-time=8")
-    campaign, victim = caught(args, lambda: ours("kit-", b"squashfuse_ll"))
+    campaign, victim = caught(args, out, lambda m: ours(m, b"squashfuse_ll"))
     os.kill(victim, signal.SIGKILL)
     _, err = campaign.communicate(timeout=900)
     recs = records(out)
@@ -285,11 +304,14 @@ def test_an_engine_that_stops_mid_campaign_loses_only_its_trials(built, tmp_path
     assert {r["index"] for r in again} == {r["index"] for r in recs if r["status"] == "lost"}
 
 
-def test_a_data_folder_that_can_neither_be_read_nor_written_is_refused_before_any_trial():
+def test_a_data_folder_that_can_neither_be_read_nor_written_is_refused_before_any_trial(
+    tmp_path,
+):
     """/etc holds no data set and (as an ordinary user) none can be made there: refused by
     the dry run as by the run, not once per trial (ci/test runs this suite as one)."""
     assert os.geteuid() != 0, "ci/test runs the integration suite as an ordinary user"
-    for plan in (("--dry-run",), ("--out", "/tmp/kit-never-made")):
+    never = tmp_path / "never-made"  # this run's own: not a path another run may make
+    for plan in (("--dry-run",), ("--out", str(never))):
         p = kit("run", "pytorch-mpich", "--runtime", "native", "--data", "real",
                 "--data-dir", "/etc", *plan, check=False)  # fmt: skip
         assert (p.returncode, p.stderr) == (
@@ -298,7 +320,7 @@ def test_a_data_folder_that_can_neither_be_read_nor_written_is_refused_before_an
             "kit-dataset.json) and is not writable, so none can be made there; give a "
             "writable folder, or one holding a data set\n",
         )
-    assert not Path("/tmp/kit-never-made").exists()
+    assert not never.exists()
 
 
 def test_a_clock_jump_mid_campaign_changes_labels_not_durations(built, tmp_path):
