@@ -30,7 +30,8 @@ LOOK_S = 0.25  # how often the watch looks at the trial's processes
 # On a timeout each stuck Python rank is asked for its threads' stacks (benchmarks/kitbench.py
 # registers faulthandler on this signal), so the record says where it hung, not only that it did.
 STACK_SIGNAL = signal.SIGUSR1
-STACK_WAIT_S = 2.0
+STACK_WAIT_S = 10.0  # at most: a loaded host may take seconds to schedule a rank's handler
+STACK_QUIET_S = 0.5  # stderr silent this long after the stacks began: they are all there
 
 
 class Watch(threading.Thread):
@@ -64,14 +65,23 @@ def still_running(tree: proctree.Tree, marker: str) -> tuple[dict, ...]:
     return tuple(found)
 
 
-def ask_for_stacks(stuck: tuple[dict, ...]) -> None:
-    """Signal every stuck Python rank to print its stacks on stderr, then give them time."""
+def ask_for_stacks(stuck: tuple[dict, ...], err: streams.Capture) -> None:
+    """Signal every stuck Python rank to print its stacks on stderr, then wait until they
+    have (stderr grew, then fell silent), not for a fixed time a loaded host can outlast."""
     pids = [d["pid"] for d in stuck if d["rank"] is not None and "python" in d["command"]]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, STACK_SIGNAL)
-    if pids:
-        time.sleep(STACK_WAIT_S)
+    if not pids:
+        return
+    before, deadline = err.total, time.monotonic() + STACK_WAIT_S
+    seen, since = before, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if err.total != seen:
+            seen, since = err.total, time.monotonic()
+        elif seen != before and time.monotonic() - since >= STACK_QUIET_S:
+            return
 
 
 def _signal_all(pgid: int, pids: list[int], sig: int) -> None:
@@ -156,7 +166,7 @@ def run(
                 file=sys.stderr,
                 flush=True,
             )
-            ask_for_stacks(stuck)
+            ask_for_stacks(stuck, err)
         except KeyboardInterrupt:
             status = "interrupted"
         finally:

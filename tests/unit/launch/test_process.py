@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -83,6 +84,35 @@ def test_ok_trial_parses_record_and_reaps_escaped_child(tmp_path, monkeypatch):
     assert out.status == "ok" and out.stuck == ()
     assert out.result == {"schema": "kit.bench/2", "images_per_sec": 1.0}
     assert cleaned == [True]
+
+
+def test_the_stacks_are_waited_for_until_printed_not_for_a_fixed_time(tmp_path):
+    """A stuck rank's stacks are asked for, and kit goes on once they are on stderr: a
+    rank slow to print them (as on a loaded host) is waited for; a fast one is not."""
+    ready = tmp_path / "ready"
+    code = (
+        "import faulthandler, signal, time\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(300)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) as p:
+        err, stopped = streams.Capture(), threading.Event()
+        pump = threading.Thread(target=streams.pump, args=(p.stderr, err, stopped), daemon=True)
+        pump.start()
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stuck = ({"pid": p.pid, "rank": 0, "command": "python -c"},)
+        t0 = time.monotonic()
+        supervise.ask_for_stacks(stuck, err)
+        waited = time.monotonic() - t0
+        p.kill()
+        p.wait()
+        stopped.set()
+        pump.join()  # before the pipe is closed under it
+    assert "most recent call first" in err.text()
+    assert waited < supervise.STACK_WAIT_S  # it went on once they were there
 
 
 def test_timeout_stops_whole_tree(tmp_path, capsys, monkeypatch):
