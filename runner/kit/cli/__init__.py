@@ -17,12 +17,12 @@ EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker i
 
 
 def cmd_run(a: argparse.Namespace) -> None:
-    from kit.run import preset_run, start
+    from kit.run import preset_run, request, start
     from kit.run.checks import RunRequest
 
     q = RunRequest.of(a)
     if q.preset is None:
-        start.run(q)
+        start.run(q, request.check(q))
     else:
         preset_run.run(q, _preset_report)
 

@@ -372,6 +372,11 @@ def _saved_json(path: Path) -> dict:
     return saved
 
 
+def new_folder(name: str) -> Path:
+    """Where a campaign (or a preset's legs) go when --out is not given: results/NAME-TIME."""
+    return Path("results") / f"{name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
 PRESET_FILE = "preset.json"  # a preset's results folder: its name, legs and published figures
 NODES = "-nodes"  # a preset's leg run a second time across a host list: OUT/LEG-nodes
 

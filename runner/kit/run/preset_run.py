@@ -4,7 +4,6 @@ campaign is), then the preset's report, the folder held throughout."""
 
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 
 from kit.core.errors import KitError
@@ -17,7 +16,7 @@ def run(q: RunRequest, report: Callable[[Path], None]) -> None:
     """The preset's legs, across the user's host list too when given; then report(OUT),
     the report of the preset's folder (the report stage's, which this one cannot import)."""
     p = check(q)
-    out = q.out or Path("results") / f"{p.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    out = q.out or store.new_folder(p.name)
     if q.dry_run:
         store.check_out(out)
         _legs(q, p, out)
@@ -65,13 +64,18 @@ def _legs(q: RunRequest, p: presets.Preset, out: Path) -> None:
     checked before the first runs (checking is pure: a later leg's mistake costs nothing)."""
     todo = presets.legs(p, _across(q))
     how = {"dry_run": q.dry_run, "resume": q.resume}
-    asked = [presets.request(p, leg, out, q.full, where=_where(q, leg), **how) for leg in todo]
+    wheres = [_where(q, leg) for leg in todo]
+    asked = [
+        presets.request(p, leg, out, q.full, where=w, **how)
+        for leg, w in zip(todo, wheres, strict=True)
+    ]
+    checked = []
     for leg, r in zip(todo, asked, strict=True):
         try:
-            request.check(r)
+            checked.append(request.check(r))
         except KitError as e:
             raise KitError(f"preset {p.name}, leg {leg.name}: {e}") from None
-    for i, (leg, r) in enumerate(zip(todo, asked, strict=True), 1):
-        args = " ".join(presets.argv(p, leg, out, q.full, where=_where(q, leg), **how))
+    for i, (leg, w, r, c) in enumerate(zip(todo, wheres, asked, checked, strict=True), 1):
+        args = " ".join(presets.argv(p, leg, out, q.full, where=w, **how))
         print(f"==> {p.name} {i}/{len(todo)}: kit {args}", file=sys.stderr, flush=True)
-        start.run(r)
+        start.run(r, c)

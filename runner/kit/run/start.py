@@ -3,21 +3,19 @@ sbatch scripts written (--emit), or its trials run in its results folder, held."
 
 import signal
 import sys
-from datetime import datetime
-from pathlib import Path
 
 from kit.core import paths
 from kit.core.errors import RunFailed
 from kit.results import store
 from kit.run import campaign, orphans, plan, request, sbatch
-from kit.run.checks import RunRequest
+from kit.run.checks import Campaign, RunRequest
 
 
-def run(q: RunRequest) -> None:
-    """The campaign the request describes; the results folder is printed last (on a
-    failed run too: it holds the records either way)."""
-    c = request.prepare(q, request.check(q), plan_only=q.dry_run)
-    out = q.out or Path("results") / f"{c.recipe.name}-{datetime.now():%Y%m%d-%H%M%S}"
+def run(q: RunRequest, checked: Campaign) -> None:
+    """The campaign the request describes, checked (request.check); the results folder is
+    printed last (on a failed run too: it holds the records either way)."""
+    c = request.prepare(q, checked, plan_only=q.dry_run)
+    out = q.out or store.new_folder(c.recipe.name)
     if q.emit:  # the scripts' folder, not --out, is what the emission writes
         paths.make_dir(q.emit, "--emit", dry_run=q.dry_run)
     if q.dry_run:  # what the run would refuse before its first trial, in its order, now

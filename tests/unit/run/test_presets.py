@@ -315,12 +315,17 @@ def test_a_preset_runs_each_leg_as_its_request_then_its_report(
     report, with preset.json saved (a dry run saves nothing and reports nothing)."""
     checked, ran, reported = [], [], []
 
-    def check(r: RunRequest) -> None:
+    def check(r: RunRequest) -> RunRequest:
         assert not ran, "a leg checked after the first ran"
         checked.append(r)
+        return r  # the campaign each leg runs is the one its check gave
+
+    def run(r: RunRequest, c: RunRequest) -> None:
+        assert c is r
+        ran.append(r)
 
     monkeypatch.setattr(request, "check", check)
-    monkeypatch.setattr(start, "run", ran.append)
+    monkeypatch.setattr(start, "run", run)
     out = tmp_path / "out"
     argv = ["--preset", "nchc2019-horovod-vs-ps", "--hosts", "n1,n2", "--out", str(out)]
     q = RunRequest.parse([*argv, *(["--dry-run"] if dry_run else [])])
