@@ -1,4 +1,5 @@
-"""A valid trial record for unit tests, with the fields the results reader requires."""
+"""A valid trial record for unit tests, with the fields the results reader requires, as
+a line holds it (record) or as kit reads it (typed)."""
 
 import copy
 import json
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from kit.results import record as trial_record
 from kit.results import store
+from kit.results.record import Trial
 
 BASE = {
     "schema": trial_record.SCHEMA,
@@ -38,6 +40,12 @@ def record(runtime: str, rate: float, startup: float = 1.0, **kw) -> dict:
             "mpi_library": "MPICH 4.0.2",
         }
     return r
+
+
+def typed(records: list[dict]) -> list[Trial]:
+    """Records as the store reads them (Trial.from_json: a field left out is unknown), for
+    what takes trials: the analysis, the stop rule."""
+    return [Trial.from_json(r) for r in records]
 
 
 def campaign_folder(

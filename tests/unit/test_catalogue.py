@@ -16,6 +16,7 @@ import pytest
 from kit import cli
 from kit.core.errors import KitError
 from kit.results import catalogue, selection, store
+from kit.results.record import Trial
 from kit.run import campaign
 from tests.unit.records import campaign_folder
 from tests.unit.run.test_campaign_run import Scripted, run
@@ -51,6 +52,12 @@ def test_adding_again_or_a_copy_stores_nothing_twice_and_a_resume_adds_what_is_n
     listed, records = selection.select(db, selection.Selection())
     assert len(listed) == 1 and len(records) == 14 == trials_in(db)
     assert listed[0].folder == str(a.absolute()) and listed[0].ok == 14
+    # each trial is stored as its line holds it (no field the line lacks made null, a newer
+    # kit's kept): its hash is the line's, whichever kit added it; it reads back typed
+    line = json.loads((a / store.FILE).read_text().splitlines()[0])
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        (stored,) = c.execute("SELECT record FROM trials ORDER BY id LIMIT 1").fetchone()
+    assert json.loads(stored) == line and records[0] == Trial.from_json(line)
 
 
 def test_ls_filters_by_image_runtime_version_host_dates_and_preset(tmp_path, capsys):

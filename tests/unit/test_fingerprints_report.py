@@ -13,6 +13,7 @@ import pytest
 
 from kit.report import writers
 from kit.results import analysis, fingerprints
+from kit.results.record import Trial
 
 from .records import record as trial
 from .report.test_golden import matches_golden
@@ -44,11 +45,11 @@ FP = {
 }
 
 
-def launch(runtime: str, rate: float, i: int, repeat: int, fp: dict | None, **kw) -> dict:
+def launch(runtime: str, rate: float, i: int, repeat: int, fp: dict | None, **kw) -> Trial:
     r = trial(runtime, rate, index=i, repeat=repeat, runtime_kind=runtime.partition("@")[0], **kw)
     if fp is not None:
         r["result"]["fingerprint"] = fp
-    return r
+    return Trial.from_json(r)
 
 
 def native(repeat: int) -> dict:
@@ -83,7 +84,7 @@ def singularity(repeat: int) -> dict:
 NOISE = [1.0, 0.99, 1.01, 1.0, 0.995, 1.005, 0.99, 1.01]
 
 
-def campaign(arms=("native", "docker", "singularity")) -> list[dict]:
+def campaign(arms=("native", "docker", "singularity")) -> list[Trial]:
     made = {"native": native, "docker": docker, "singularity": singularity}
     rates = {"native": 100.0, "docker": 80.0, "singularity": 100.0}
     args = {"docker": ["--cpus=1.5"]}
@@ -95,7 +96,7 @@ def campaign(arms=("native", "docker", "singularity")) -> list[dict]:
     return out
 
 
-def compared(records: list[dict]) -> fingerprints.Fingerprints:
+def compared(records: list[Trial]) -> fingerprints.Fingerprints:
     (group,) = analysis.summarise(records, "x").groups
     return group.fingerprints
 

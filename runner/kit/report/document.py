@@ -191,11 +191,9 @@ def _oom_rows(a: Analysis) -> list[list[str]]:
 
 def _failed(a: Analysis) -> list[str]:
     return [
-        f"#{r['index']} {r['runtime']} np={r['ranks']} {r['model']} bs={r['batch_size']}: "
-        f"{r['status']} (exit {r['exit_code']}"
-        + (f"; {r['cause']}" if r.get("cause") else "")
-        + ")"
-        for r in a.not_ok
+        f"#{t.index} {t.runtime} np={t.ranks} {t.model} bs={t.batch_size}: "
+        f"{t.status} (exit {t.exit_code}" + (f"; {t.cause}" if t.cause else "") + ")"
+        for t in a.not_ok
     ]
 
 

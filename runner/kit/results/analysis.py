@@ -22,40 +22,40 @@ from kit.core.errors import KitError
 from kit.results import fingerprints, pairing, precision, record, scaling, stats, store
 from kit.results.figures import figured, rates
 from kit.results.findings import ALL_PAIRS, OOM_FIELDS, REFERENCE, Analysis, Arm, Group
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 from kit.results.screen import screen
 from kit.results.sweeps import arm_series
 from kit.results.variance import decompose
 
 
-def _crowded(r: dict) -> str:
+def _crowded(t: Trial) -> str:
     """What a trial whose ranks ran on fewer hosts than it spread them over (a host list,
     a Slurm job's nodes) says ("": none such): its figures are not across nodes, whatever
     the launcher was asked."""
-    hosts, asked = record.spread_over(r)
-    ran = (r.get("result") or {}).get("hosts") or []
-    if not hosts or len(ran) >= min(r["ranks"], hosts):
+    hosts, asked = record.spread_over(t)
+    ran = (t.result or {}).get("hosts") or []
+    if not hosts or len(ran) >= min(t.ranks, hosts):
         return ""
     return (
-        f"trial {r['index']} ({r['runtime']}, {r['bench']}, {r['ranks']} ranks): ranks on "
+        f"trial {t.index} ({t.runtime}, {t.bench}, {t.ranks} ranks): ranks on "
         f"{', '.join(ran) or 'no host named'}, where {asked}"
     )
 
 
-def _provenance(r: dict) -> str:
+def _provenance(t: Trial) -> str:
     """An image's recipe version and stack, as the report names them (older records
     carry no stack)."""
-    stack = r.get("stack") or ""
+    stack = t.stack or ""
     parts = [
-        f"recipe {r['recipe_version']}" if r.get("recipe_version") else "",
+        f"recipe {t.recipe_version}" if t.recipe_version else "",
         "the user's own image" if stack == "own" else f"{stack} stack" if stack else "",
     ]
     return ", ".join(x for x in parts if x) or "no recipe recorded"
 
 
-def _load(rs: list[dict]) -> dict:
+def _load(rs: list[Trial]) -> dict:
     """Median host activity over an arm's trials (recorded by kit run, when present)."""
-    loads = [r["host_load"] for r in rs if isinstance(r.get("host_load"), dict)]
+    loads = [t.host_load for t in rs if t.host_load is not None]
     if not loads:
         return {}
     return {
@@ -71,18 +71,18 @@ AFTER = {  # what the launcher's wall time adds to a launch's phases (kitschema.
 }
 
 
-def _phases(rs: list[dict]) -> dict[str, float]:
+def _phases(rs: list[Trial]) -> dict[str, float]:
     """The median seconds of each phase all of an arm's trials measured ({} unless every
     record carries phases_s), with AFTER's where the launcher ran here: its wall time then
     starts at the launch on the same clock (a Slurm job's holds its queueing too)."""
     trials = []
-    for r in rs:
-        p = r["result"].get("phases_s")
+    for t in rs:
+        p = t.result.get("phases_s")
         if not isinstance(p, dict):
             return {}
         p = {k: v for k, v in p.items() if isinstance(v, int | float)}
-        wall = r.get("wall_s")
-        here = record.launched_by(r) == "local" and isinstance(wall, int | float)
+        wall = t.wall_s
+        here = record.launched_by(t) == "local" and wall is not None
         if here and {"runtime_start", "timed"} <= p.keys():
             p |= {"exit": wall - sum(p.values()), "fixed": wall - p["timed"]}
         trials.append(p)
@@ -90,8 +90,8 @@ def _phases(rs: list[dict]) -> dict[str, float]:
     return {k: statistics.median(p[k] for p in trials) for k in every}
 
 
-def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
-    res = [r["result"] for r in rs]
+def _arm(runtime: str, rs: list[Trial], conf: float) -> Arm:
+    res = [t.result for t in rs]
     steps = min(len(x["loss"]) for x in res) if all("loss" in x for x in res) else 0
     starts = [x.get("startup_s") for x in res]  # a user's command says none
     compiles = [x.get("compile_s") for x in res]
@@ -105,7 +105,7 @@ def _arm(runtime: str, rs: list[dict], conf: float) -> Arm:
         peak_rss_mb=statistics.median(max(x.get("peak_rss_mb") or [0.0]) for x in res),
         framework=stats.mode([_framework(x) for x in res]),
         mpi=stats.mode([x.get("mpi_library", "-") for x in res]),
-        settings=list(rs[-1].get("runtime_settings", [])),
+        settings=list(rs[-1].runtime_settings),
         loss=[statistics.median(x["loss"][i] for x in res) for i in range(steps)],
         load=_load(rs),
         phases=_phases(rs),
@@ -155,12 +155,12 @@ def analyse(
                 f"run 'kit run ... --out {out_dir}' first"
             )
         again = 0  # a trial counted twice (a copied folder, a pasted line) would narrow
-        for r in found:  # every interval: each is read once
-            text = json.dumps(r, sort_keys=True)
+        for t in found:  # every interval: each is read once
+            text = json.dumps(t.to_json(), sort_keys=True)
             again += text in seen
             if text not in seen:
                 seen.add(text)
-                records.append(r)
+                records.append(t)
         if again:
             note = f"{out_dir / store.FILE}: {again} record(s) identical to ones already read"
             print(f"kit: warning: {note} (skipped)", file=sys.stderr)
@@ -180,7 +180,7 @@ def analyse(
 
 
 def summarise(
-    records: list[dict],
+    records: list[Trial],
     label: str,
     confidence: float = 0.95,
     allow_mismatch: bool = False,
@@ -191,16 +191,16 @@ def summarise(
     """The analysis of trial records (a campaign in progress uses it to decide whether its
     comparisons are precise enough), each arm compared with `baseline` (an arm's name,
     or "all": native first, then every other pair)."""
-    measured = [r for r in records if not r["warmup"]]
-    ok, left_out = figured([r for r in measured if r["status"] == "ok"])
-    by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    sweeps: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in ok:
-        if benches.is_sweep(r["bench"]):
-            where = (r["bench"], r["image"], r["ranks"], record.launched_by(r))
-            sweeps[where][r["runtime"]].append(r)
+    measured = [t for t in records if not t.warmup]
+    ok, left_out = figured([t for t in measured if t.status == "ok"])
+    by_key: dict[Key, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    sweeps: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    for t in ok:
+        if benches.is_sweep(t.bench):
+            where = (t.bench, t.image, t.ranks, record.launched_by(t))
+            sweeps[where][t.runtime].append(t)
             continue
-        by_key[Key(**record.key_values(r))][r["runtime"]].append(r)
+        by_key[Key(**record.key_values(t))][t.runtime].append(t)
 
     ref = REFERENCE if baseline == ALL_PAIRS else baseline
     arms_seen = {rt for by_rt in by_key.values() for rt in by_rt}
@@ -229,20 +229,20 @@ def summarise(
                         each, target)  # fmt: skip
 
     oom: dict[tuple, int] = Counter(
-        tuple(r[f] for f in OOM_FIELDS) for r in records if r["status"] == "oom"
+        tuple(getattr(t, f) for f in OOM_FIELDS) for t in records if t.status == "oom"
     )
     return Analysis(
         out_dir=label,
-        started=_span([r["started"] for r in records if isinstance(r.get("started"), str)]),
+        started=_span([t.started for t in records if t.started is not None]),
         minutes=record.campaign_minutes(records),
-        hosts=sorted({str(r["host"].get("hostname", "?")) for r in records}),
-        images={r["image"]: _provenance(r) for r in records},
-        crowded=[c for r in ok if (c := _crowded(r))],
+        hosts=sorted({str(t.host.get("hostname", "?")) for t in records}),
+        images={t.image: _provenance(t) for t in records},
+        crowded=[c for t in ok if (c := _crowded(t))],
         trials=len(records),
         ok=len(ok),
-        not_ok=[r for r in measured if r["status"] not in ("ok", "oom")],
+        not_ok=[t for t in measured if t.status not in ("ok", "oom")],
         warmup=len(records) - len(measured),
-        host=records[0]["host"],
+        host=records[0].host,
         confidence=confidence,
         groups=groups,
         scaling=scaling.efficiencies(by_key, confidence),
@@ -261,7 +261,7 @@ def summarise(
         skipped=skipped or [],
         left_out=left_out,
         baseline=ref,
-        metrics={r["bench"]: benches.metric(r["bench"], r["result"]) for r in ok},
+        metrics={t.bench: benches.metric(t.bench, t.result) for t in ok},
         projection=[]  # a width short of rounds prices nothing
         if any(arm.too_few for _, arm, _ in family)
         else precision.project(
@@ -270,16 +270,16 @@ def summarise(
     )
 
 
-def _runtimes(records: list[dict]) -> dict[str, dict]:
+def _runtimes(records: list[Trial]) -> dict[str, dict]:
     """Each runtime's version, settings and extra arguments, as its first record has them."""
     out: dict[str, dict] = {}
-    for r in records:
+    for t in records:
         out.setdefault(
-            r["runtime"],
+            t.runtime,
             {
-                "version": r["runtime_version"],
-                "settings": list(r["runtime_settings"]),
-                "args": list(r.get("runtime_args", [])),
+                "version": t.runtime_version,
+                "settings": list(t.runtime_settings),
+                "args": list(t.runtime_args),
             },
         )
     return out

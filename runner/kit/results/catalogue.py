@@ -28,6 +28,7 @@ from pathlib import Path
 from kit.core import paths
 from kit.core.errors import KitError
 from kit.results import record, store
+from kit.results.record import Trial
 
 APP_ID = 0x6B697463  # "kitc" in the file's header: a kit catalogue, not any SQLite file
 HEADER = b"SQLite format 3\x00"
@@ -219,9 +220,9 @@ def _now() -> str:
     return utc_text(datetime.now(UTC))
 
 
-def _utc(r: dict) -> str:
+def _utc(t: Trial) -> str:
     """A record's start as catalogue time ('' where it does not say)."""
-    when = record.started(r)
+    when = record.started(t)
     return "" if when is None else utc_text(when)
 
 
@@ -266,11 +267,14 @@ def _preset_of(folder: Path) -> str:
 
 
 def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
-    loaded = store.read(folder / store.FILE)
+    """A folder's campaigns and trials; a trial is stored as its line holds it (a newer
+    kit's keys kept), keyed by the line's hash: the same whichever kit adds it."""
+    lines, problems = store.lines(folder / store.FILE)
     spec = store.settings(folder)
-    by_id: dict[str, list[dict]] = {}
-    for r in loaded.records:
-        by_id.setdefault(r["campaign"], []).append(r)
+    by_id: dict[str, list[tuple[dict, Trial]]] = {}
+    for line in lines:
+        t = Trial.from_json(line)
+        by_id.setdefault(t.campaign, []).append((line, t))
     new = 0
     for cid, rs in by_id.items():
         settings = spec if spec.get("campaign") == cid else {}
@@ -279,7 +283,7 @@ def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
             "INSERT INTO campaigns (key, campaign, folder, image, preset, settings, started,"
             " hosts, arms, trials, ok, added) VALUES (?, ?, ?, ?, ?, ?, '', '', '', 0, 0, ?)"
             " ON CONFLICT (key) DO UPDATE SET folder = excluded.folder",
-            (key, cid, str(folder.absolute()), rs[0]["image"], _preset_of(folder),
+            (key, cid, str(folder.absolute()), rs[0][1].image, _preset_of(folder),
              json.dumps(settings, sort_keys=True), _now()),
         )  # fmt: skip
         (row,) = db.execute("SELECT id FROM campaigns WHERE key = ?", (key,)).fetchone()
@@ -288,14 +292,14 @@ def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
             "INSERT OR IGNORE INTO trials (key, campaign_id, runtime, runtime_version, host,"
             " started, ok, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (_hash(r), row, r["runtime"], r["runtime_version"], _host(r), _utc(r),
-                 r["status"] == "ok" and not r["warmup"], json.dumps(r, sort_keys=True))
-                for r in rs
+                (_hash(line), row, t.runtime, t.runtime_version, _host(t), _utc(t),
+                 t.status == "ok" and not t.warmup, json.dumps(line, sort_keys=True))
+                for line, t in rs
             ],
         )  # fmt: skip
         new += db.total_changes - before
         _summarise(db, row)
-    return Added(folder, len(by_id), new, loaded.problems)
+    return Added(folder, len(by_id), new, problems)
 
 
 def _summarise(db: sqlite3.Connection, row: int) -> None:
@@ -325,8 +329,8 @@ def _summarise(db: sqlite3.Connection, row: int) -> None:
     )
 
 
-def _host(r: dict) -> str:
-    return str(r["host"].get("hostname", "?"))
+def _host(t: Trial) -> str:
+    return str(t.host.get("hostname", "?"))
 
 
 def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:

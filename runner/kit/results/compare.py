@@ -23,7 +23,7 @@ from kit.core.errors import KitError
 from kit.results import catalogue, record, selection, stats, store
 from kit.results.figures import by_round, figured
 from kit.results.findings import REFERENCE
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 from kit.results.screen import screen
 
 
@@ -32,11 +32,11 @@ class Side:
     """One side of a comparison: a results folder or a catalogue selection."""
 
     label: str
-    records: list[dict]
+    records: list[Trial]
 
     @property
     def campaigns(self) -> int:
-        return len({r["campaign"] for r in self.records})
+        return len({t.campaign for t in self.records})
 
 
 def side(text: str, path: Path | None) -> Side:
@@ -44,10 +44,10 @@ def side(text: str, path: Path | None) -> Side:
     as host=nodeA,since=2026-11-01 (read from the catalogue at path)."""
     folder = Path(text)
     if folder.is_dir():
-        seen: dict[str, dict] = {}  # a trial counted twice would narrow every interval
+        seen: dict[str, Trial] = {}  # a trial counted twice would narrow every interval
         for d in catalogue.folders([folder]):
-            for r in store.load(d).records:
-                seen.setdefault(json.dumps(r, sort_keys=True), r)
+            for t in store.load(d).records:
+                seen.setdefault(json.dumps(t.to_json(), sort_keys=True), t)
         return Side(text, list(seen.values()))
     sel = selection.parse(text)
     if path is None:
@@ -81,15 +81,15 @@ class Samples:
 def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
     """Per configuration with a native arm, its Samples over the launches the report
     keeps (screen)."""
-    measured = [r for r in s.records if not r["warmup"] and r["status"] == "ok"]
-    ok, _ = figured([r for r in measured if not benches.is_sweep(r["bench"])])
-    arms = {r["runtime"] for r in ok}
+    measured = [t for t in s.records if not t.warmup and t.status == "ok"]
+    ok, _ = figured([t for t in measured if not benches.is_sweep(t.bench)])
+    arms = {t.runtime for t in ok}
     for arm, name in renamed.items():
         if arm in arms and name in arms:
             raise KitError(f"--as {arm}={name}: {s.label} has both arms; it would pool them")
-    by_key: dict[Key, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in ok:
-        by_key[Key(**record.key_values(r))][renamed.get(r["runtime"], r["runtime"])].append(r)
+    by_key: dict[Key, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    for t in ok:
+        by_key[Key(**record.key_values(t))][renamed.get(t.runtime, t.runtime)].append(t)
     out = {}
     for key, by_rt in by_key.items():
         if REFERENCE not in by_rt:
@@ -102,7 +102,7 @@ def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
             if rt != REFERENCE:
                 logs[rt] = [math.log(mine[k] / base[k]) for k in sorted(mine.keys() & base)]
         first = by_rt[REFERENCE][0]
-        out[key] = Samples(logs, benches.metric(first["bench"], first["result"]).unit)
+        out[key] = Samples(logs, benches.metric(first.bench, first.result).unit)
     return out
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from kit.core import benches
 from kit.results import precision, stats
 from kit.results.fingerprints import Fingerprints
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 
 REFERENCE = "native"
 TOO_FEW = "too few trials"  # the verdict of a comparison short of rounds
@@ -127,7 +127,7 @@ class Analysis:
     out_dir: str
     trials: int
     ok: int
-    not_ok: list[dict]
+    not_ok: list[Trial]
     warmup: int
     host: dict
     confidence: float

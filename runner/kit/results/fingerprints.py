@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 
 GROUPS = ("libraries", "environment", "limits", "isa", "threads", "gpu")
 NO_ARM = "no arm can test it yet"
@@ -123,11 +123,11 @@ def _said(seen: dict[str | None, str]) -> str:
     return " | ".join(shown[:SHOWN_VALUES]) + more
 
 
-def compare(by_rt: dict[str, list[dict]], baseline: str, key: Key) -> Fingerprints | None:
+def compare(by_rt: dict[str, list[Trial]], baseline: str, key: Key) -> Fingerprints | None:
     """Each arm's launches against the baseline's (None where no launch of the group carries
     a fingerprint, or the group has no baseline arm)."""
     launches = {
-        rt: [facts(fp) for r in rs if isinstance(fp := r["result"].get("fingerprint"), dict)]
+        rt: [facts(fp) for t in rs if isinstance(fp := t.result.get("fingerprint"), dict)]
         for rt, rs in by_rt.items()
     }
     if baseline not in by_rt or not any(launches.values()):
@@ -147,8 +147,8 @@ def compare(by_rt: dict[str, list[dict]], baseline: str, key: Key) -> Fingerprin
         arm.constant = len(keys) - len(arm.varies)
         if rt != baseline and mine and base:
             first = by_rt[rt][0]
-            kind = first.get("runtime_kind") or rt.partition("@")[0]
-            tested = Tested(baseline, rt, kind, list(first.get("runtime_args") or []))
+            kind = first.runtime_kind or rt.partition("@")[0]
+            tested = Tested(baseline, rt, kind, list(first.runtime_args))
             arm.differences = _fold(_differences(base, mine, tested))
     return out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from kit.core import columns
 from kit.results import analysis, catalogue, compare, selection, stats
 from kit.results.findings import REFERENCE
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 
 WATCHED = ("runtime", "kernel", "image", "host")  # what a row's "changed" names
 
@@ -30,12 +30,12 @@ class Point:
     changed: list[str]  # "kernel 6.1 -> 6.8", against the row before
 
 
-def _facts(rs: list[dict]) -> dict[str, str]:
+def _facts(rs: list[Trial]) -> dict[str, str]:
     return {
-        "runtime": stats.mode([r["runtime_version"] for r in rs]),
-        "kernel": stats.mode([str(r["host"].get("kernel", "?")) for r in rs]),
-        "image": stats.mode([str(r.get("image_digest") or "?")[:19] for r in rs]),
-        "host": stats.mode([str(r["host"].get("hostname", "?")) for r in rs]),
+        "runtime": stats.mode([t.runtime_version for t in rs]),
+        "kernel": stats.mode([str(t.host.get("kernel", "?")) for t in rs]),
+        "image": stats.mode([str(t.image_digest or "?")[:19] for t in rs]),
+        "host": stats.mode([str(t.host.get("hostname", "?")) for t in rs]),
     }
 
 
@@ -55,7 +55,7 @@ def points(path: Path, sel: selection.Selection, conf: float) -> list[Point]:
                 name = arm.runtime
                 if arm.against != REFERENCE or name.split("@")[0] != sel.runtime:
                     continue
-                mine = [r for r in rs if r["runtime"] == name and not r["warmup"]]
+                mine = [t for t in rs if t.runtime == name and not t.warmup]
                 facts = _facts(mine)
                 before = last.get(g.key, facts)
                 changed = [

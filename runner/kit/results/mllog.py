@@ -17,6 +17,7 @@ from pathlib import Path
 from kit.core import benches, paths
 from kit.core.errors import KitError
 from kit.results import record, store
+from kit.results.record import Trial
 
 SOURCE = "kit export"  # the metadata's file: these events were written from the records
 
@@ -27,42 +28,42 @@ _events = benches.shared("mllog_lines")
 PREFIX: str = _events.PREFIX
 
 
-def lines(r: dict) -> list[str]:
+def lines(t: Trial) -> list[str]:
     """One trial's events, timed from its start label and its own measurements."""
-    when = record.started(r)
+    when = record.started(t)
     if when is None:
         return []
     t0 = int(when.timestamp() * 1000)
-    result = r.get("result") or {}
-    ok = r["status"] == "ok"
-    figure = benches.metric(r["bench"], result) if ok else None
+    result = t.result or {}
+    ok = t.status == "ok"
+    figure = benches.metric(t.bench, result) if ok else None
     return _events.run(
         SOURCE,
         {
-            "submission_benchmark": f"{r['bench']} {r['model']}",
-            "submission_platform": str(r["host"].get("cpu_model", "?")),
+            "submission_benchmark": f"{t.bench} {t.model}",
+            "submission_platform": str(t.host.get("cpu_model", "?")),
             "submission_status": "research",
         },
-        r["batch_size"] * r["ranks"],
+        t.batch_size * t.ranks,
         t0 + int(1000 * (result.get("startup_s") or 0)),
-        t0 + int(1000 * (r.get("wall_s") or 0)),
+        t0 + int(1000 * (t.wall_s or 0)),
         result.get("step_times_s") or [],
         ok,
         init_start_ms=t0,
         throughput=(result.get(figure.key), figure.unit) if figure else None,
-        runtime=r["runtime"],
+        runtime=t.runtime,
     )
 
 
 def export(out_dir: Path, to: Path | None) -> Path:
     """Write each measured trial of the campaign in out_dir as TO/trial-INDEX-ARM.log
     (TO: out_dir/mllog); the folder written."""
-    records = [r for r in store.load(out_dir).records if not r["warmup"]]
+    records = [t for t in store.load(out_dir).records if not t.warmup]
     if not records:
         raise KitError(f"no measured trials in {out_dir / store.FILE}; pass a kit run --out DIR")
     folder = to or out_dir / "mllog"
     paths.make_dir(folder, "--out")
-    for r in records:
-        name = f"trial-{r['index']:05d}-{re.sub(r'[^A-Za-z0-9._-]', '_', r['runtime'])}.log"
-        (folder / name).write_text("\n".join(lines(r)) + "\n")
+    for t in records:
+        name = f"trial-{t.index:05d}-{re.sub(r'[^A-Za-z0-9._-]', '_', t.runtime)}.log"
+        (folder / name).write_text("\n".join(lines(t)) + "\n")
     return folder

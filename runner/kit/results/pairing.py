@@ -12,6 +12,7 @@ from kit.core import benches
 from kit.results import stats
 from kit.results.figures import by_round, rates
 from kit.results.findings import TOO_FEW, Arm, Group
+from kit.results.record import Trial
 
 
 def family(
@@ -58,8 +59,8 @@ def _comparable(arm: Arm, ref: Arm, allow_mismatch: bool) -> bool:
 def _ratio(
     arm: Arm,
     ref: Arm,
-    rs: list[dict],
-    ref_rs: list[dict],
+    rs: list[Trial],
+    ref_rs: list[Trial],
     each: float,
     paired: Callable[[list[tuple[float, float]], float], stats.Interval] = stats.paired_ratio,
 ) -> None:
@@ -83,8 +84,8 @@ def _ratio(
 def compare(
     arm: Arm,
     ref: Arm,
-    kept: tuple[list[dict], list[dict]],
-    every: tuple[list[dict], list[dict]],
+    kept: tuple[list[Trial], list[Trial]],
+    every: tuple[list[Trial], list[Trial]],
     each: float,
     target: float | None,
 ) -> None:
@@ -107,7 +108,7 @@ def compare(
         need = stats.min_n(each) if robust or not arm.method.startswith("paired") else 0
         arm.verdict = f"{TOO_FEW} (need {max(need, stats.MIN_ROUNDS)})"
     else:
-        better = benches.metric(kept[0][0]["bench"], kept[0][0]["result"]).higher_is_better
+        better = benches.metric(kept[0][0].bench, kept[0][0].result).higher_is_better
         hull = stats.Interval(
             arm.ratio.value,
             min(iv.low for iv in both),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kit.results import record, stats
+from kit.results.record import Trial
 
 TARGETS = (0.05, 0.02)  # the precisions a report prices
 
@@ -33,14 +34,14 @@ def rounds_for(ratio: stats.Interval, rounds: int, precision: float) -> int:
     return max(stats.MIN_ROUNDS, math.ceil(rounds * (h / math.log1p(precision)) ** 2))
 
 
-def round_seconds(records: list[dict]) -> float | None:
+def round_seconds(records: list[Trial]) -> float | None:
     """The campaign's wall time a round, launches and kit's own time included: the median
     step between the starts of consecutive rounds (None with fewer than two)."""
     starts: dict[tuple, datetime] = {}
-    for r in records:
-        if isinstance(r.get("repeat"), int) and (t := record.started(r)) is not None:
-            key = (r["campaign"], r["repeat"])
-            starts[key] = min(starts.get(key, t), t)
+    for t in records:
+        if t.repeat is not None and (when := record.started(t)) is not None:
+            key = (t.campaign, t.repeat)
+            starts[key] = min(starts.get(key, when), when)
     keys = sorted(starts)
     steps = [
         (starts[b] - starts[a]).total_seconds()
@@ -82,7 +83,7 @@ def allowance(
     return Allowance(half / width, launch_sd * math.sqrt(1 + 1 / launches), own)
 
 
-def project(compared: list[tuple[stats.Interval, int]], records: list[dict]) -> list[Projection]:
+def project(compared: list[tuple[stats.Interval, int]], records: list[Trial]) -> list[Projection]:
     """Rounds and minutes each of TARGETS takes for every paired comparison at once (the
     widest decides), from the campaign's intervals (with the rounds each paired, 0 where
     unpaired) and its time a round; nothing before three rounds or where an interval is

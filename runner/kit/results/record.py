@@ -1,5 +1,7 @@
 """The records a campaign writes: the trial record, kit.trial/2 (Trial, one JSON line a
-trial), and the campaign's settings (CampaignSpec, its campaign.json).
+trial), and the campaign's settings (CampaignSpec, its campaign.json). A trial is filed
+from a Trial and read back as one (Trial.from_json), so every reader names its fields
+as attributes the type declares, the helpers below among them.
 
 The fields marked `key` are everything that can change a trial's result; the
 analysis groups trials by exactly those (Key below has them, a unit test holds the
@@ -13,6 +15,7 @@ every line and campaign.json it reads against, and docs/schemas/ ships.
 """
 
 import dataclasses
+import typing
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,55 +32,57 @@ KEY_READ = {**KEY, **READ}
 @dataclass(frozen=True)
 class Trial:
     """One trial as kit files it, a line of trials.jsonl. Only the fields marked `read`
-    (required) are in every record: an older kit's may lack any other."""
+    (required) are in every record: an older kit's may lack any other, and kit reads a
+    field a record lacks as unknown: null (None), or an empty list for a list field, which
+    every reader takes as none (Trial.from_json). A null there reads the same."""
 
     schema: str = field(metadata={**READ, "enum": READABLE})  # the ones kit reads
     campaign: str = field(metadata=READ)
     index: int = field(metadata=READ)  # position in the campaign's plan (what --resume counts)
     warmup: bool = field(metadata=READ)  # a warm-up round's trial: recorded, not reported
-    repeat: int  # the round: -W..-1 warm-up, 0.. measured (the analysis pairs by it)
+    repeat: int | None  # the round: -W..-1 warm-up, 0.. measured (the analysis pairs by it)
     # what ran: every field that can change the result is part of the analysis key
     image: str = field(metadata=KEY_READ)
-    variant: str = field(metadata=KEY)
+    variant: str | None = field(metadata=KEY)
     bench: str = field(metadata=KEY_READ)
     model: str = field(metadata=KEY_READ)
     batch_size: int = field(metadata=KEY_READ)
     ranks: int = field(metadata=KEY_READ)
-    data: str = field(metadata=KEY)
+    data: str | None = field(metadata=KEY)
     bench_args: list[str] = field(metadata=KEY)  # pass-through options, --min-time among them
-    steps: int = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
-    warmup_steps: int = field(metadata=KEY)
-    launcher: str = field(metadata=KEY)  # plain, mpirun, mpirun in container, torchrun, slurm,
-    # or mpirun over ssh (--hosts)
+    steps: int | None = field(metadata=KEY)  # timed steps asked for (at least; --min-time adds)
+    warmup_steps: int | None = field(metadata=KEY)
+    launcher: str | None = field(metadata=KEY)  # plain, mpirun, mpirun in container,
+    # torchrun, slurm, or mpirun over ssh (--hosts)
     host_list: list[str]  # --hosts: the hosts its ranks were to be placed on, one a host in turn
     # the runtime arm
     runtime: str = field(metadata=READ)  # the arm: the runtime's name, or NAME@LABEL
-    runtime_kind: str
+    runtime_kind: str | None
     runtime_version: str = field(metadata=READ)
     runtime_settings: list[str] = field(metadata=READ)  # fair defaults, what preparing added
     runtime_args: list[str]  # the user's pass-through options for this arm
     # provenance
-    recipe_version: str
-    stack: str  # the recipe's: current (today's frameworks), historical, or own (--image)
-    image_digest: str  # the image's id, or the native environment's fingerprint
-    image_ref: str
+    recipe_version: str | None
+    stack: str | None  # the recipe's: current (today's frameworks), historical, or own (--image)
+    image_digest: str | None  # the image's id, or the native environment's fingerprint
+    image_ref: str | None
     mpirun: str | None  # the host launcher's version, for more than one rank
     slurm: dict | None  # job id, nodes, script
     argv: list[str]
     host: dict = field(metadata=READ)
     # kit.launch.hostload.during: loadavg_1m, busy/other/steal_cpu_pct (None: not measured),
     # window_s (how long they were measured over)
-    host_load: dict
-    started: str
+    host_load: dict | None
+    started: str | None
     # outcome
     wall_s: float | None  # None: not a JSON number, filed as null (results.store)
     # ok, oom, failed, lost (its runtime's service went away), timeout, interrupted
     status: str = field(metadata=READ)
-    cause: str  # what ended a failed or lost trial, when known (a signal, a lost service)
+    cause: str | None  # what ended a failed or lost trial, when known (a signal, a lost service)
     exit_code: int | None
     result: dict | None  # the benchmark's own record (kit.bench/2)
-    output_tail: str
-    log: str  # a trial that did not end ok: its whole output, a file in the results folder
+    output_tail: str | None
+    log: str | None  # a trial that did not end ok: its whole output, a file in the results folder
     stuck: list[dict]  # on timeout: the processes still running
 
     def to_json(self) -> dict:
@@ -85,7 +90,17 @@ class Trial:
         every host fact and argv cost as much as the fsync, trial after trial)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    @classmethod
+    def from_json(cls, line: dict) -> "Trial":
+        """A record as kit reads it, shallow (the store checks the line against the schema
+        first; a test builds one from a partial dict): a field the line lacks is unknown,
+        as the class says. A key this kit does not know (a newer kit's) is left out:
+        nothing here could read it (the catalogue keeps the line itself)."""
+        return cls(**{n: line.get(n, [] if n in LISTS else None) for n in FIELDS})
 
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Trial))
+LISTS = frozenset(f.name for f in dataclasses.fields(Trial) if typing.get_origin(f.type) is list)
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
 
 
@@ -132,10 +147,10 @@ class CampaignSpec:
         return {name: value for name, value in values if value is not None}
 
 
-def launched_by(r: dict) -> str:
+def launched_by(t: Trial) -> str:
     """Launches on this host are one launcher ("local") whatever started the ranks; a
     host list over ssh ("hosts") and Slurm are others: their ranks may be on other nodes."""
-    return {"slurm": "slurm", HOSTS_LABEL: "hosts"}.get(r.get("launcher", ""), "local")
+    return {"slurm": "slurm", HOSTS_LABEL: "hosts"}.get(t.launcher or "", "local")
 
 
 def node_count(nodes: str) -> int:
@@ -156,40 +171,36 @@ def node_count(nodes: str) -> int:
     return count
 
 
-def spread_over(r: dict) -> tuple[int, str]:
+def spread_over(t: Trial) -> tuple[int, str]:
     """How many hosts a trial's ranks were to be spread over (one rank a host in turn), and
     the words that name them ((0, "") for a launch on this host)."""
-    how = launched_by(r)
+    how = launched_by(t)
     if how == "hosts":
-        asked = r.get("host_list") or []
-        return len(asked), f"{', '.join(asked)} were asked for"
-    if how == "slurm" and (nodes := (r.get("slurm") or {}).get("nodes")):
+        return len(t.host_list), f"{', '.join(t.host_list)} were asked for"
+    if how == "slurm" and (nodes := (t.slurm or {}).get("nodes")):
         return node_count(nodes), f"the job was given nodes {nodes}"
     return 0, ""
 
 
-def started(r: dict) -> datetime | None:
+def started(t: Trial) -> datetime | None:
     """When the trial started (its `started` label), or None where it does not say."""
     try:
-        return datetime.fromisoformat(r.get("started"))
+        return datetime.fromisoformat(t.started)
     except (TypeError, ValueError):
         return None
 
 
-def campaign_minutes(records: list[dict]) -> float | None:
+def campaign_minutes(records: list[Trial]) -> float | None:
     """The minutes the campaigns took: each one's first trial start to its last trial's end
     (started plus wall_s; warm-up and failed trials take their time too), summed over the
     campaigns, so that the time between campaigns reported together is not counted. None
     where no record says when it ran."""
     spans: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        wall = r.get("wall_s")
-        if not isinstance(wall, int | float) or isinstance(wall, bool):
-            continue
-        if (when := started(r)) is None:
+    for t in records:
+        if t.wall_s is None or (when := started(t)) is None:
             continue
         start = when.timestamp()
-        spans[r["campaign"]] += [start, start + wall]
+        spans[t.campaign] += [start, start + t.wall_s]
     return sum(max(s) - min(s) for s in spans.values()) / 60 or None
 
 
@@ -216,13 +227,13 @@ class Key:
         return tuple((v is not None, v if v is not None else 0) for v in vars(self).values())
 
 
-def key_values(r: dict) -> dict:
+def key_values(t: Trial) -> dict:
     """A record's key fields (KEY_FIELDS) as the analysis compares them, either schema's: a
     kit.trial/1 record's unknown steps are None, its variant and data what they were then;
     option lists are compared as text, launchers as launched_by tells them apart."""
-    return {name: r.get(name) for name in KEY_FIELDS} | {
-        "variant": r.get("variant") or "cpu",
-        "data": r.get("data") or (r.get("result") or {}).get("data", "synthetic"),
-        "bench_args": " ".join(r.get("bench_args") or []),
-        "launcher": launched_by(r),
+    return {name: getattr(t, name) for name in KEY_FIELDS} | {
+        "variant": t.variant or "cpu",
+        "data": t.data or (t.result or {}).get("data", "synthetic"),
+        "bench_args": " ".join(t.bench_args),
+        "launcher": launched_by(t),
     }

@@ -7,10 +7,10 @@ import dataclasses
 from kit.results import stats
 from kit.results.figures import rates
 from kit.results.findings import IoOverhead, Scaling
-from kit.results.record import Key
+from kit.results.record import Key, Trial
 
 
-def efficiencies(by_key: dict[Key, dict[str, list[dict]]], conf: float) -> list[Scaling]:
+def efficiencies(by_key: dict[Key, dict[str, list[Trial]]], conf: float) -> list[Scaling]:
     """Each arm's efficiency at N ranks: its rate over N times its own rate at one rank
     (same configuration otherwise), with the hosts its ranks ran on."""
     out = []
@@ -21,12 +21,12 @@ def efficiencies(by_key: dict[Key, dict[str, list[dict]]], conf: float) -> list[
         for rt, rs in sorted(by_rt.items()):
             if rt in one:
                 ideal = [x * key.ranks for x in rates(one[rt])]
-                nodes = stats.mode([len(r["result"].get("hosts") or [0]) for r in rs])
+                nodes = stats.mode([len(t.result.get("hosts") or [0]) for t in rs])
                 out.append(Scaling(key, rt, stats.ratio_ci(rates(rs), ideal, conf), nodes))
     return sorted(out, key=lambda s: (*s.key.order(), s.runtime))
 
 
-def io_overheads(by_key: dict[Key, dict[str, list[dict]]], conf: float) -> list[IoOverhead]:
+def io_overheads(by_key: dict[Key, dict[str, list[Trial]]], conf: float) -> list[IoOverhead]:
     """Each arm's cost of reading real data: 1 - its real-data rate over its synthetic one."""
     out = []
     for key, by_rt in by_key.items():

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kit.launch import hostload
 from kit.results import stats
 from kit.results.figures import rates
+from kit.results.record import Trial
 
 
 @dataclass
@@ -17,13 +18,13 @@ class Screened:
     """A group's trials after the load screen: those kept, and per arm the indices left out
     (with what showed the outside load) and those kept although slow (no evidence)."""
 
-    kept: dict[str, list[dict]]
+    kept: dict[str, list[Trial]]
     left: dict[str, list[int]]
     evidence: dict[str, list[str]]
     slow: dict[str, list[int]]
 
 
-def screen(by_rt: dict[str, list[dict]]) -> Screened:
+def screen(by_rt: dict[str, list[Trial]]) -> Screened:
     """Leave a launch out only on evidence that something outside it slowed it.
 
     A launch is a suspect when it ran far slower than the arm + round fit predicts
@@ -34,26 +35,26 @@ def screen(by_rt: dict[str, list[dict]]) -> Screened:
     launch without that evidence stays in, whatever its arm: a runtime's intermittently
     slow launch is its cost, and is named as this arm's own."""
     cells = [
-        (rt, r, math.log(x))
+        (rt, t, math.log(x))
         for rt, rs in by_rt.items()
-        for r, x in zip(rs, rates(rs), strict=True)
-        if isinstance(r.get("repeat"), int)
+        for t, x in zip(rs, rates(rs), strict=True)
+        if t.repeat is not None
     ]
-    flagged = stats.disturbed([(rt, (r["campaign"], r["repeat"]), y) for rt, r, y in cells])
+    flagged = stats.disturbed([(rt, (t.campaign, t.repeat), y) for rt, t, y in cells])
     logs: dict[str, list[float]] = defaultdict(list)
     for rt, _, y in cells:
         logs[rt].append(y)
     centre = {rt: statistics.median(ys) for rt, ys in logs.items()}
-    why = {id(r): hostload.outside_load(r.get("host_load")) for _, r, _ in cells}
+    why = {id(t): hostload.outside_load(t.host_load) for _, t, _ in cells}
     suspects = {
-        id(r)
-        for i, (rt, r, y) in enumerate(cells)
-        if i in flagged or (why[id(r)] and y - centre[rt] < -math.log(stats.DISTURBED_SLOWDOWN))
+        id(t)
+        for i, (rt, t, y) in enumerate(cells)
+        if i in flagged or (why[id(t)] and y - centre[rt] < -math.log(stats.DISTURBED_SLOWDOWN))
     }
     out = {i for i in suspects if why[i]}
     return Screened(
-        kept={rt: [r for r in rs if id(r) not in out] for rt, rs in by_rt.items()},
-        left={rt: [r["index"] for r in rs if id(r) in out] for rt, rs in by_rt.items()},
-        evidence={rt: [str(why[id(r)]) for r in rs if id(r) in out] for rt, rs in by_rt.items()},
-        slow={rt: [r["index"] for r in rs if id(r) in suspects - out] for rt, rs in by_rt.items()},
+        kept={rt: [t for t in rs if id(t) not in out] for rt, rs in by_rt.items()},
+        left={rt: [t.index for t in rs if id(t) in out] for rt, rs in by_rt.items()},
+        evidence={rt: [str(why[id(t)]) for t in rs if id(t) in out] for rt, rs in by_rt.items()},
+        slow={rt: [t.index for t in rs if id(t) in suspects - out] for rt, rs in by_rt.items()},
     )

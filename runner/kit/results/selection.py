@@ -16,6 +16,7 @@ from pathlib import Path
 from kit.core import columns
 from kit.core.errors import KitError
 from kit.results.catalogue import opened, utc_text
+from kit.results.record import Trial
 
 FILTERS = ("image", "runtime", "runtime_version", "host", "since", "until", "preset", "campaign")
 
@@ -140,20 +141,20 @@ def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
     return [Listed(*row) for row in rows]
 
 
-def records(db: sqlite3.Connection, ids: list[int]) -> list[dict]:
-    """Every stored trial record of these campaigns."""
-    out: list[dict] = []
+def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:
+    """Every stored trial record of these campaigns (each checked as it was added)."""
+    out: list[Trial] = []
     for i in range(0, len(ids), 500):  # SQLite's limit on parameters in one statement
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
             f"SELECT record FROM trials WHERE campaign_id IN ({marks}) ORDER BY id", chunk
         )
-        out += [json.loads(text) for (text,) in rows]
+        out += [Trial.from_json(json.loads(text)) for (text,) in rows]
     return out
 
 
-def select(path: Path, sel: Selection) -> tuple[list[Listed], list[dict]]:
+def select(path: Path, sel: Selection) -> tuple[list[Listed], list[Trial]]:
     """The selected campaigns and their trial records, read from the catalogue at path."""
     with opened(path) as db:
         listed = campaigns(db, sel)

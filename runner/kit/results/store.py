@@ -32,7 +32,7 @@ from kit.core import benches, inputs
 from kit.core.errors import KitError
 from kit.core.paths import make_dir, write_atomically
 from kit.results import schemas
-from kit.results.record import CampaignSpec
+from kit.results.record import CampaignSpec, Trial
 
 FILE = "trials.jsonl"
 TRIALS_LIMIT = 2 << 30  # 2 GiB: 100,000 trials (checks.MAX_TRIALS) of at most 16 KiB each
@@ -44,7 +44,7 @@ LOGS = "logs"  # the whole output of each trial that did not end ok, one file a 
 
 @dataclass
 class Loaded:
-    records: list[dict] = field(default_factory=list)
+    records: list[Trial] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # "file:line: why", one per bad line
 
 
@@ -163,34 +163,35 @@ def save_log(out_dir: Path, name: str, text: str) -> str:
 NOT_A_NUMBER = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}")
 
 
-def read(path: Path) -> Loaded:
-    """Every usable record of one trials file, and a `file:line: why` for each other line."""
-    out = Loaded()
+def lines(path: Path) -> tuple[list[dict], list[str]]:
+    """Every usable line of one trials file as JSON gives it (checked: shape_problem), and a
+    `file:line: why` for each other line. The catalogue keeps these as they are, so that a
+    trial is the same there whichever kit read it; everything else reads them typed (read)."""
+    found: list[dict] = []
+    problems: list[str] = []
     if not path.exists():
-        return out
+        return found, problems
     if not path.is_file():
-        out.problems.append(f"{path}: not a regular file (no records read)")
-        return out
+        return found, [f"{path}: not a regular file (no records read)"]
     try:
         data = inputs.read_bytes(path, str(path), "no records read", TRIALS_LIMIT)
     except inputs.Unreadable as e:
-        out.problems.append(str(e))
-        return out
-    lines = data.split(b"\n")
-    for n, raw in enumerate(lines, 1):
+        return found, [str(e)]
+    split = data.split(b"\n")
+    for n, raw in enumerate(split, 1):
         if not raw.strip():
             continue
-        last = n == len(lines)  # no newline after it: a write that was cut short
+        last = n == len(split)  # no newline after it: a write that was cut short
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            out.problems.append(f"{path}:{n}: not UTF-8 text")
+            problems.append(f"{path}:{n}: not UTF-8 text")
             continue
         try:
             record = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
             why = "cut short (an interrupted write)" if last else "not a JSON line"
-            out.problems.append(f"{path}:{n}: {why}")
+            problems.append(f"{path}:{n}: {why}")
             continue
         bad: list[str] = []
         if NOT_A_NUMBER.search(text):  # only then worth a walk through the record
@@ -198,10 +199,16 @@ def read(path: Path) -> Loaded:
         problem = bad and f"field '{bad[0]}' holds NaN or an infinity, not a JSON number"
         problem = problem or shape_problem(record)
         if problem:
-            out.problems.append(f"{path}:{n}: {problem}")
+            problems.append(f"{path}:{n}: {problem}")
         else:
-            out.records.append(record)
-    return out
+            found.append(record)
+    return found, problems
+
+
+def read(path: Path) -> Loaded:
+    """The usable records of one trials file as Trials, and a `file:line: why` a bad line."""
+    found, problems = lines(path)
+    return Loaded([Trial.from_json(x) for x in found], problems)
 
 
 def load(out_dir: Path) -> Loaded:
@@ -342,9 +349,7 @@ def open_campaign(out_dir: Path, spec: dict, resume: bool) -> tuple[str, set[int
         return campaign, set()
     campaign = saved.campaign
     done = {
-        r["index"]
-        for r in load(out_dir).records
-        if r["campaign"] == campaign and r["status"] in FINISHED
+        t.index for t in load(out_dir).records if t.campaign == campaign and t.status in FINISHED
     }
     return campaign, done
 

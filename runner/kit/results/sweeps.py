@@ -7,15 +7,16 @@ from collections import defaultdict
 from kit.core import benches
 from kit.results import stats
 from kit.results.findings import SweepPoint, SweepSeries
+from kit.results.record import Trial
 
 
 def arm_series(
-    bench: str, image: str, ranks: int, launcher: str, runtime: str, rs: list[dict], conf: float
+    bench: str, image: str, ranks: int, launcher: str, runtime: str, rs: list[Trial], conf: float
 ) -> list[SweepSeries]:
     """Each declared series of one arm's sweep: per point, the median over the trials that
     measured it (a series no trial has rows for, e.g. ping-pong with one rank, is left out)."""
     spec = benches.get(bench)
-    res = [r["result"] for r in rs]
+    res = [t.result for t in rs]
     version = stats.mode([x[spec.version] for x in res])
     transport = stats.mode([str(x.get("transport", "-")) for x in res])
     out = []

@@ -8,15 +8,16 @@ import statistics
 
 from kit.results.figures import by_round
 from kit.results.findings import Variance
+from kit.results.record import Trial
 
 
-def decompose(key_arms: dict[str, list[dict]]) -> Variance:
+def decompose(key_arms: dict[str, list[Trial]]) -> Variance:
     """Variance decomposition of a group's log rates over the rounds every arm finished
     (two-way: arm and round, no interaction), and the within-trial part from step times."""
     within = []
     for rs in key_arms.values():
-        for r in rs:
-            steps = r["result"].get("step_times_s") or []
+        for t in rs:
+            steps = t.result.get("step_times_s") or []
             if len(steps) >= 2 and statistics.fmean(steps) > 0:
                 within.append(statistics.stdev(steps) / statistics.fmean(steps) / len(steps) ** 0.5)
     arms = sorted(key_arms)

@@ -14,19 +14,20 @@ from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
 from kit.results import catalogue, store
+from kit.results.record import Trial
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import user_env
 
 
-def unsuccessful(records: list[dict]) -> list[str]:
+def unsuccessful(records: list[Trial]) -> list[str]:
     """Arms none of whose measured trials succeeded, each with how its trials ended, e.g.
     'docker (3 failed, 1 timeout)'; running out of memory is a result, not a failure."""
     ends: dict[str, Counter] = {}
-    for r in records:
-        if not r["warmup"]:
-            ends.setdefault(r["runtime"], Counter())[r["status"]] += 1
+    for t in records:
+        if not t.warmup:
+            ends.setdefault(t.runtime, Counter())[t.status] += 1
     return [
         f"{arm} ({', '.join(f'{n} {status}' for status, n in sorted(c.items()))})"
         for arm, c in ends.items()
@@ -157,7 +158,7 @@ def execute(
         launcher,
         out_dir,
     )
-    records = [r for r in store.load(out_dir).records if r["campaign"] == campaign]
+    records = [t for t in store.load(out_dir).records if t.campaign == campaign]
     fixed, per_round = design.warmups + design.repeats, design.per_round
     total = None  # trials left to run: known only for a fixed design
     if design.target is None:
@@ -171,12 +172,12 @@ def execute(
         )
     print(f"campaign {campaign}: {plan_text} -> {out_dir / store.FILE}", file=sys.stderr)
     t_start, ran, r, own_s, length = time.monotonic(), 0, 0, 0.0, ""
-    before_s = sum(x["wall_s"] or 0.0 for x in records)  # a resumed campaign's earlier trials
+    before_s = sum(t.wall_s or 0.0 for t in records)  # a resumed campaign's earlier trials
     # (a wall time that was no JSON number is filed as null: it counts as none)
 
     def spent() -> float:
         """The campaign's time so far: its wall time (never less than its trials' own)."""
-        trials_s = sum(x["wall_s"] or 0.0 for x in records) - before_s
+        trials_s = sum(t.wall_s or 0.0 for t in records) - before_s
         return before_s + max(time.monotonic() - t_start, trials_s)
 
     try:  # registered however it ends: finished, stopped, interrupted or failed
@@ -184,7 +185,7 @@ def execute(
             if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
                 print(f"campaign {campaign}: {short}", file=sys.stderr)
             if r == design.warmups and context.opts.auto_min_time:
-                opts, length = auto_min_time(context.opts, [x for x in records if x["warmup"]])
+                opts, length = auto_min_time(context.opts, [t for t in records if t.warmup])
                 context = dataclasses.replace(context, opts=opts)
                 print(f"campaign {campaign}: {length}", file=sys.stderr)
             for k, p in enumerate(design.round(r)):
@@ -193,12 +194,12 @@ def execute(
                     continue
                 t_trial = time.monotonic()
                 rt = by_arm[p.runtime]
-                record = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
-                records.append(record)
-                own_s += time.monotonic() - t_trial - record["wall_s"]
+                filed = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
+                records.append(filed)
+                own_s += time.monotonic() - t_trial - (filed.wall_s or 0.0)
                 ran += 1
-                progress.say(ran, total, record, time.monotonic() - t_start, r)
-                if record["status"] == "interrupted":
+                progress.say(ran, total, filed, time.monotonic() - t_start, r)
+                if filed.status == "interrupted":
                     raise KeyboardInterrupt
             r += 1
     finally:

@@ -14,6 +14,7 @@ from kit.core.command import Command
 from kit.launch import slurm
 from kit.results import analysis, stats
 from kit.results.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
+from kit.results.record import Trial
 
 
 @dataclass(frozen=True)
@@ -68,27 +69,27 @@ class Options:
     hosts: tuple[str, ...] = ()  # --hosts: ranks over ssh on these hosts, one a host in turn
 
 
-def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
+def auto_min_time(opts: Options, warmups: list[Trial]) -> tuple[Options, str]:
     """opts with the training benchmarks' --min-time chosen from the warm-up trials
     (stats.trial_seconds), and a line saying what was chosen and from what. Derived from
     the records alone, so --resume chooses the same."""
     ok = [
-        r
-        for r in warmups
-        if r["status"] == "ok" and r["result"].get("step_times_s") and r["wall_s"] is not None
+        t
+        for t in warmups
+        if t.status == "ok" and t.result.get("step_times_s") and t.wall_s is not None
     ]
     if not ok:
         return dataclasses.replace(opts, auto_min_time=False), (
             "--min-time auto: no warm-up trial finished; trials time --steps steps only"
         )
-    steps = [r["result"]["step_times_s"] for r in ok]
+    steps = [t.result["step_times_s"] for t in ok]
     step_s = statistics.median(x for s in steps for x in s)
     settled = [s[1:] if len(s) > 2 else s for s in steps]  # a warm-up trial's first timed
     # step is still warming: its step noise would ask for longer trials than needed
     cv = statistics.median(
         statistics.pstdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0 for s in settled
     )
-    fixed = statistics.median(r["wall_s"] - sum(s) for r, s in zip(ok, steps, strict=True))
+    fixed = statistics.median(t.wall_s - sum(s) for t, s in zip(ok, steps, strict=True))
     spread, whence = launch_spread(ok)
     chosen = max(0.5, round(2 * stats.trial_seconds(fixed, step_s, cv, spread)) / 2)
     args = {
@@ -101,16 +102,16 @@ def auto_min_time(opts: Options, warmups: list[dict]) -> tuple[Options, str]:
     )
 
 
-def launch_spread(trials: list[dict]) -> tuple[float, str]:
+def launch_spread(trials: list[Trial]) -> tuple[float, str]:
     """How far apart launches run here, from the warm-up trials' own figures: the pooled SD
     of their log rates about each round's mean (every arm launched once a round; arms that
     truly differ only make it larger, which asks for shorter trials and more launches).
     With fewer than two degrees of freedom, stats.LAUNCH_SD, said to be assumed."""
     by_round: dict[object, list[float]] = {}
-    for r in trials:
-        x = r["result"].get(benches.metric(r["bench"], r["result"]).key)
+    for t in trials:
+        x = t.result.get(benches.metric(t.bench, t.result).key)
         if isinstance(x, int | float) and math.isfinite(x) and x > 0:
-            by_round.setdefault(r.get("repeat"), []).append(math.log(x))
+            by_round.setdefault(t.repeat, []).append(math.log(x))
     squares = sum((y - statistics.fmean(ys)) ** 2 for ys in by_round.values() for y in ys)
     df = sum(len(ys) - 1 for ys in by_round.values())
     if df < 2:
@@ -184,7 +185,7 @@ class Design:
 
 
 def stop_reason(
-    design: Design, records: list[dict], rounds_done: int, spent_s: float
+    design: Design, records: list[Trial], rounds_done: int, spent_s: float
 ) -> str | None:
     """Why a campaign stops after this round, or None to go on. A fixed design stops after
     its rounds. A precision-targeted one stops when every interval is within the target

@@ -4,27 +4,28 @@ the trial's figure on its benchmark's metric, and how long it took."""
 import sys
 
 from kit.core import benches
+from kit.results.record import Trial
 
 
-def figure(record: dict) -> str:
-    r = record["result"]
-    if record["status"] != "ok" or not r:
-        return record["status"].upper()
-    if benches.is_sweep(record["bench"]):  # its first declared series' first point
-        series = next(s for s in benches.get(record["bench"]).series if r.get(s.field))
+def figure(t: Trial) -> str:
+    r = t.result
+    if t.status != "ok" or not r:
+        return t.status.upper()
+    if benches.is_sweep(t.bench):  # its first declared series' first point
+        series = next(s for s in benches.get(t.bench).series if r.get(s.field))
         row, value = r[series.field][0], series.values[0]
         at = " ".join(f"{k}={row[k]}" for k in series.at)
         return f"{series.field} {value.label} {row[value.key]:.1f} {value.unit} at {at}"
-    m = benches.metric(record["bench"], r)
+    m = benches.metric(t.bench, r)
     return f"{r[m.key]:.1f} {m.unit}"
 
 
-def say(done: int, total: int | None, record: dict, elapsed: float, r: int) -> None:
-    tag = " (warm-up)" if record["warmup"] else ""
+def say(done: int, total: int | None, t: Trial, elapsed: float, r: int) -> None:
+    tag = " (warm-up)" if t.warmup else ""
     what = (
-        record["bench"]
-        if benches.is_sweep(record["bench"]) or record["model"] == "-"  # a sweep, a command
-        else (f"{record['model']} bs={record['batch_size']} {record['data']}")
+        t.bench
+        if benches.is_sweep(t.bench) or t.model == "-"  # a sweep, a command
+        else f"{t.model} bs={t.batch_size} {t.data}"
     )
     if total:
         eta = elapsed / done * (total - done)
@@ -34,8 +35,7 @@ def say(done: int, total: int | None, record: dict, elapsed: float, r: int) -> N
     else:
         head, tail = f"round {r} trial {done}", f"; {elapsed // 60:.0f} min {elapsed % 60:02.0f} s"
     print(
-        f"{head} {record['runtime']:<12} np={record['ranks']} {what}: {figure(record)}{tag} "
-        f"in {record['wall_s']:.1f} s{tail}",
+        f"{head} {t.runtime:<12} np={t.ranks} {what}: {figure(t)}{tag} in {t.wall_s:.1f} s{tail}",
         file=sys.stderr,
         flush=True,
     )

@@ -95,8 +95,9 @@ def title(recipe: Recipe, rt: Runtime, job: Job, c: Config) -> str:
     return f"{head}, {what}, {c.ranks} rank(s)"
 
 
-def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: int) -> dict:
-    """Run one trial and file its record the moment it ends."""
+def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: int) -> Trial:
+    """Run one trial and file its record the moment it ends; the trial as filed (the store
+    files a figure that is no JSON number as null)."""
     c, opts = p.config, ctx.opts
     name = f"kit-{ctx.campaign}-{i}"
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -156,8 +157,8 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         output_tail=outcome.output_tail if ended != "ok" else "",
         log=log,
         stuck=list(outcome.stuck),
-    ).to_json()
-    return store.append(ctx.out_dir, filed)
+    )
+    return Trial.from_json(store.append(ctx.out_dir, filed.to_json()))
 
 
 def trial_job(

@@ -18,7 +18,7 @@ from kit.report import writers
 from kit.results import analysis, store
 from kit.run import presets
 
-from ..records import BASE, record
+from ..records import BASE, record, typed
 from ..results.test_coverage import shipped
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -31,7 +31,7 @@ def without_figures(text: str, fmt: str) -> str:
 
 
 def rendered(fmt: str) -> str:
-    recs = [r for r in shipped() if r["campaign"] == "3cef6962"]
+    recs = [t for t in shipped() if t.campaign == "3cef6962"]
     text = writers.render(analysis.summarise(recs, "aa-and-cut-under-load", 0.95), fmt)
     return without_figures(text, fmt)
 
@@ -104,7 +104,7 @@ def test_a_sweep_report_matches_its_golden_file(fmt):
     configs = [
         {**mpi, "runtime": rt, "ranks": n} for n in (1, 2) for rt in ("native", "singularity")
     ]
-    a = analysis.summarise(launches(configs, 6, mpi_sweep, seed=7), "mpi-sweep", 0.95)
+    a = analysis.summarise(typed(launches(configs, 6, mpi_sweep, seed=7)), "mpi-sweep", 0.95)
     assert matches_golden(f"sweep.{fmt}", without_figures(writers.render(a, fmt), fmt))
 
 

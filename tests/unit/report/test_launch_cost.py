@@ -5,18 +5,20 @@ from datetime import UTC, datetime, timedelta
 
 from kit.report import writers
 from kit.results import analysis, record
+from kit.results.record import Trial
 
 from ..records import record as trial
+from ..records import typed
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STEADY = {"interpreter": 0.05, "process_group": 0.3, "model_build": 0.4, "warmup": 1.5}
 
 
-def launch(runtime: str, i: int, start: float, imports: float, wall: float, **kw) -> dict:
+def launch(runtime: str, i: int, start: float, imports: float, wall: float, **kw) -> Trial:
     r = trial(runtime, 100.0, index=i, wall_s=wall, **kw)
     r["started"] = (T0 + timedelta(seconds=i * 20)).isoformat()
     r["result"]["phases_s"] = {"runtime_start": start, **STEADY, "imports": imports, "timed": 2.0}
-    return r
+    return Trial.from_json(r)
 
 
 def section(text: str, title: str) -> str:
@@ -64,7 +66,7 @@ def test_the_report_tables_each_arms_launch_by_phase_and_the_launches_a_minute()
 
 
 def test_a_report_without_phases_has_no_launch_cost_table():
-    text = writers.render(analysis.summarise([trial("native", 1.0)], "x"), "md")
+    text = writers.render(analysis.summarise(typed([trial("native", 1.0)]), "x"), "md")
     assert "Launch cost" not in text and "Launches per minute" not in text
 
 
@@ -78,5 +80,5 @@ def test_campaign_minutes_sum_each_campaigns_own_span():
         at("b", 3600, 5.0), at("b", 3605, 25),  # an hour later: 3600 to 3630 s
         at("b", 9999, None), {"campaign": "b", "started": "when?", "wall_s": 1.0},
     ]  # fmt: skip
-    assert record.campaign_minutes(recs) == 1.5
-    assert record.campaign_minutes([at("a", 0, None)]) is None
+    assert record.campaign_minutes(typed(recs)) == 1.5
+    assert record.campaign_minutes(typed([at("a", 0, None)])) is None

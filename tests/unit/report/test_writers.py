@@ -16,7 +16,7 @@ from kit.report.text import interval
 from kit.results import analysis, stats, store
 from kit.results.findings import Arm
 
-from ..records import record
+from ..records import record, typed
 
 
 def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
@@ -25,7 +25,7 @@ def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
         f.write('{"index": 1, "cut')
     store.append(tmp_path, record("native", 2.0, index=2))
     loaded = store.load(tmp_path)
-    assert [r["index"] for r in loaded.records] == [0, 2]
+    assert [t.index for t in loaded.records] == [0, 2]
     assert loaded.problems == [f"{tmp_path / store.FILE}:2: not a JSON line"]
     assert "trials.jsonl:2: not a JSON line (skipped)" in capsys.readouterr().err
 
@@ -446,7 +446,7 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
 def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
     """The report's opening sentences for an analysis whose arms have these ratio
     intervals (runtime, low, high) against native, one family of n comparisons."""
-    a = analysis.summarise([record("native", 1.0, repeat=r, index=r) for r in range(3)], "")
+    a = analysis.summarise(typed([record("native", 1.0, repeat=r, index=r) for r in range(3)]), "")
     a.comparisons = n
     for rt, low, high in cells:
         arm = dataclasses.replace(a.groups[0].arms[0], runtime=rt, against="native")
@@ -558,9 +558,9 @@ def test_a_compiled_models_compile_time_has_a_column_of_its_own(tmp_path):
     assert "| start-up s [CI] | compile s [CI] | host load" in head
     assert "| 14.2 [14.0, 14.5]" in rows_of(text)["native"]
     # kernels built for other vector instructions are other software: not compared
-    for i, r in enumerate(store.load(tmp_path / "c").records):
-        r["result"]["compile_isa"] = "avx512" if r["runtime"] == "docker" else "INVALID_VEC_ISA"
-        store.append(tmp_path / "isa", r | {"index": i})
+    for i, t in enumerate(store.load(tmp_path / "c").records):
+        t.result["compile_isa"] = "avx512" if t.runtime == "docker" else "INVALID_VEC_ISA"
+        store.append(tmp_path / "isa", t.to_json() | {"index": i})
     assert "not compared: software differs from native (1.13, inductor avx512" in md(
         tmp_path / "isa"
     )
@@ -576,7 +576,7 @@ def test_the_report_names_each_images_recipe_and_stack():
             [("pytorch2-mpich", "2.0.0", "current"), ("pytorch-mpich", "1.2.0", "historical")]
         )
     ]
-    text = writers.render(analysis.summarise(recs, "x", 0.95), "md")
+    text = writers.render(analysis.summarise(typed(recs), "x", 0.95), "md")
     assert (
         "Images: pytorch-mpich (recipe 1.2.0, historical stack); pytorch2-mpich (recipe "
         "2.0.0, current stack)."
@@ -594,7 +594,7 @@ def test_a_trial_whose_ranks_shared_a_host_is_named():
     ):
         recs.append(record("native", 9.0, index=4 + i, ranks=2, **how))
         recs[-1]["result"]["hosts"] = ran
-    a = analysis.summarise(recs, "x", 0.95)
+    a = analysis.summarise(typed(recs), "x", 0.95)
     assert a.crowded == [
         "trial 4 (native, torch-cnn, 2 ranks): ranks on n1, where n1, n2 were asked for",
         "trial 6 (native, torch-cnn, 2 ranks): ranks on n2, where the job was given nodes n[1-2]",
@@ -654,7 +654,7 @@ def test_a_campaign_in_progress_leaves_out_a_commands_figure_of_0():
 
     records = [ran("native", 5.0, 0), ran("docker", 4.0, 1), ran("native", 0.0, 2)]
     records += [ran("docker", 4.5, 3)]
-    a = analysis.summarise(records, "", target=0.05)
+    a = analysis.summarise(typed(records), "", target=0.05)
     assert a.left_out == [
         "trial 2 of campaign c0 (native): metric 'rate' read 0: a figure must be finite and above 0"
     ]

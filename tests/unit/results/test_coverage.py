@@ -27,9 +27,10 @@ from kit.image import recipes
 from kit.launch import hostload, launchers, outcomes
 from kit.results import analysis, stats, store
 from kit.results.findings import Arm
+from kit.results.record import Trial
 from kit.run import campaign, plan, trial
 
-from ..records import record
+from ..records import record, typed
 from ..run.test_campaign_run import Fake
 
 DATA = Path(__file__).parent / "data" / "campaigns.csv"
@@ -40,8 +41,8 @@ Noise = Callable[[random.Random, str, bool], float]  # (rng, arm, round hit by l
 LOAD = 0.5  # in a round hit by another job, the share of launches it slows (2-7x)
 
 
-def shipped() -> list[dict]:
-    """The two shipped campaigns' measured trials, as records the analysis reads, with what
+def shipped() -> list[Trial]:
+    """The two shipped campaigns' measured trials, as the analysis reads them, with what
     each recorded of the host (CPU used outside the trial: empty where it was not
     measured, as for Docker and Podman then; steal) and when it started."""
     with DATA.open() as f:
@@ -50,7 +51,7 @@ def shipped() -> list[dict]:
     def number(text: str) -> float | None:
         return float(text) if text else None
 
-    return [
+    made = [
         record(
             r["runtime"],
             float(r["images_per_sec"]),
@@ -68,6 +69,7 @@ def shipped() -> list[dict]:
         )
         for r in rows
     ]
+    return typed(made)
 
 
 def real_residuals() -> list[float]:
@@ -76,11 +78,11 @@ def real_residuals() -> list[float]:
     another job's load are left out, as the analysis leaves them out; the slow launches
     nothing recorded (Docker's then) stay in."""
     out = []
-    quiet = [r for r in shipped() if not hostload.outside_load(r["host_load"])]
-    for name in sorted({r["campaign"] for r in quiet}):
-        rs = [r for r in quiet if r["campaign"] == name]
-        arms = sorted({r["runtime"] for r in rs})
-        cell = {(r["runtime"], r["repeat"]): math.log(r["result"]["images_per_sec"]) for r in rs}
+    quiet = [t for t in shipped() if not hostload.outside_load(t.host_load)]
+    for name in sorted({t.campaign for t in quiet}):
+        rs = [t for t in quiet if t.campaign == name]
+        arms = sorted({t.runtime for t in rs})
+        cell = {(t.runtime, t.repeat): math.log(t.result["images_per_sec"]) for t in rs}
         rounds = sorted({k for _, k in cell if all((a, k) in cell for a in arms)})
         grand = statistics.fmean(cell[a, k] for a in arms for k in rounds)
         arm = {a: statistics.fmean(cell[a, k] for k in rounds) for a in arms}
@@ -158,7 +160,7 @@ def simulate(
     repeats: int,
     target: plan.Target | None = None,
     launches: int | None = None,
-) -> list[dict]:
+) -> list[Trial]:
     """One campaign through campaign.execute (the trials' host records scripted with
     the launches: another job's load shows in the records of the launches it slowed, as
     kit records it for every runtime); its records. scenario: a name in SCENARIOS, or
@@ -215,7 +217,7 @@ def test_each_interval_covers_the_truth_as_often_as_it_states(folders, scenario)
     for k in range(RUNS):
         records = simulate(folders / str(k), scenario, truth, k, max(ROUNDS))
         for n in ROUNDS:
-            a = analysis.summarise([r for r in records if r["repeat"] < n], "", 0.90)
+            a = analysis.summarise([t for t in records if t.repeat < n], "", 0.90)
             for arm in a.groups[0].arms[1:]:
                 hits[n].append(covered(arm, truth[arm.runtime]))
                 stated[n].append(arm.ratio.coverage)
@@ -245,7 +247,7 @@ def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(folde
         false += any(arms[x].verdict != "no significant difference" for x in "ab")
         cut_found += arms["cut"].verdict == "slower"
         cut_covered += covered(arms["cut"], 0.90)
-        rounds.append(max(r["repeat"] for r in records) + 1)
+        rounds.append(max(t.repeat for t in records) + 1)
     print(
         f"A/A: {false} of {runs}; cut found {cut_found}, covered {cut_covered}; rounds "
         f"{min(rounds)}-{max(rounds)}"
@@ -290,11 +292,11 @@ def test_shipped_campaigns_give_the_right_verdicts_leaving_out_only_recorded_loa
         },
     }
     for name, verdicts in want.items():
-        mine = [r for r in recs if r["campaign"] == name]
+        mine = [t for t in recs if t.campaign == name]
         a = analysis.summarise(mine, name, 0.95)
         arms = {arm.runtime: arm for arm in a.groups[0].arms}
         assert {rt: arms[rt].verdict for rt in verdicts} == verdicts
-        other = {r["index"]: r["host_load"]["other_cpu_pct"] for r in mine}
+        other = {t.index: t.host_load["other_cpu_pct"] for t in mine}
         for arm in arms.values():
             assert all((other[i] or 0) >= 10 for i in arm.disturbed), arm.runtime
             assert len(arm.evidence) == len(arm.disturbed)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.results import analysis, compare, stats
+from kit.results.record import Trial
 from kit.run import plan
 
 from . import test_coverage as coverage
@@ -77,7 +78,7 @@ SCENARIOS = {
 }
 
 
-def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int) -> list[dict]:
+def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int) -> list[Trial]:
     """One campaign of `rounds` rounds (native once a round, as the demo) through
     campaign.execute; its records."""
     noise = (scenario.launch, scenario.load_chance)
@@ -85,11 +86,11 @@ def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int) -> list[d
 
 
 def family_coverage(
-    records: list[dict], scenario: Scenario, rounds: int
+    records: list[Trial], scenario: Scenario, rounds: int
 ) -> tuple[bool, dict[str, str]]:
     """Whether all four intervals over the first `rounds` rounds hold their truths, and
     each comparison's verdict."""
-    a = analysis.summarise([r for r in records if r["repeat"] < rounds], "", 0.95)
+    a = analysis.summarise([t for t in records if t.repeat < rounds], "", 0.95)
     arms = {x.runtime: x for x in a.groups[0].arms[1:]}
     held = all(x.ratio.low <= scenario.truth(rt) <= x.ratio.high for rt, x in arms.items())
     return held, {rt: x.verdict for rt, x in arms.items()}
@@ -144,7 +145,7 @@ def test_loaded_launches_with_evidence_are_left_out_and_the_verdict_holds_both_w
     left = [(x.runtime, i, why) for x in a.groups[0].arms for i, why in zip(x.disturbed,
             x.evidence, strict=True)]  # fmt: skip
     assert left and all(why == "other CPU 40 % of the machine" for _, _, why in left)
-    loaded = {r["index"] for r in records if r["host_load"]["other_cpu_pct"] > 10}
+    loaded = {t.index for t in records if t.host_load["other_cpu_pct"] > 10}
     assert {i for _, i, _ in left} <= loaded
     assert all(x.ratio_all is not None for x in a.groups[0].arms[1:])
 

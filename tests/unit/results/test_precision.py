@@ -9,7 +9,7 @@ import pytest
 from kit.report import writers
 from kit.results import analysis, precision, stats, store
 
-from ..records import record
+from ..records import record, typed
 
 
 def test_allowed_is_the_t_half_width_at_the_spread_a_round_of_launches_gives():
@@ -43,7 +43,7 @@ def test_an_arm_carries_the_rounds_and_launches_its_ratio_paired():
         records += [record("native", 100.0 + k, repeat=k, index=3 * k),
                     record("native", 101.0 + k, repeat=k, index=3 * k + 1),
                     record("docker", 99.0 + k, repeat=k, index=3 * k + 2)]  # fmt: skip
-    (group,) = analysis.summarise(records, "c").groups
+    (group,) = analysis.summarise(typed(records), "c").groups
     docker = next(a for a in group.arms if a.runtime == "docker")
     assert (docker.rounds, docker.baseline_launches) == (5, 2.0)
     assert docker.method == "paired (5 rounds, native x2 a round)"

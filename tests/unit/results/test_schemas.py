@@ -12,7 +12,7 @@ from kit.core.errors import KitError
 from kit.results import record, schemas, store
 from kit.run import request
 
-from ..records import campaign_folder
+from ..records import campaign_folder, typed
 from ..records import record as make
 
 DOCS = Path(__file__).parents[3] / "docs" / "schemas"
@@ -129,7 +129,10 @@ def test_each_line_of_a_trials_file_is_read_through_the_trial_schema(tmp_path):
     lines += [make("native", 5.0, index=3, exit_code="0"), make("native", 5.0, index=True)]
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     got = store.read(path)
-    assert got.records == [old, newer]
+    assert got.records == typed([old, newer])
+    first, second = got.records
+    assert (first.steps, first.host_list, second.wall_s) == (None, [], None)  # unknown, none
+    assert "someday" not in second.to_json()  # a newer kit's key: nothing here reads it
     assert got.problems == [
         f"{path}:2: field 'host_list[1]' is not a str",
         f"{path}:4: field 'exit_code' is not a int or null",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kit.core.errors import KitError
 from kit.results import analysis, store
 
-from ..records import record
+from ..records import record, typed
 
 SPEC = {"image": "pytorch-mpich", "runtimes": ["native"], "repeats": 6, "seed": 0}
 
@@ -27,6 +27,7 @@ def test_truncated_at_every_offset_then_resumed_keeps_every_finished_record(tmp_
     src = tmp_path / "src"
     cid, _ = store.open_campaign(src, SPEC, resume=False)
     full = [record("native", 100.0 + i, campaign=cid, index=i) for i in range(3)]  # ~1,400 cuts
+    as_read = typed(full)
     for r in full:
         store.append(src, r)
     data = (src / store.FILE).read_bytes()
@@ -46,8 +47,8 @@ def test_truncated_at_every_offset_then_resumed_keeps_every_finished_record(tmp_
         after = (out / store.FILE).read_bytes()
         assert after.startswith(data[:cut]), cut  # nothing before the cut was rewritten
         got = store.read(out / store.FILE).records
-        assert sorted(r["index"] for r in got) == list(range(3)), cut
-        assert all(r == full[r["index"]] for r in got), cut
+        assert sorted(t.index for t in got) == list(range(3)), cut
+        assert all(t == as_read[t.index] for t in got), cut
 
 
 def test_bad_lines_are_named_skipped_and_counted(tmp_path):
@@ -118,7 +119,7 @@ def test_any_bytes_give_records_or_named_problems(tmp_path_factory, chunks):
     good = json.dumps(record("native", 1.0)).encode()
     path.write_bytes(b"\n".join([good, *chunks]))
     got = store.read(path)
-    assert got.records[0] == json.loads(good)
+    assert got.records[:1] == typed([json.loads(good)])
     assert all(p.startswith(f"{path}:") for p in got.problems)
 
 

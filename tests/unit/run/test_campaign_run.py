@@ -16,7 +16,7 @@ from kit.results import stats
 from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
 
-from ..records import record
+from ..records import record, typed
 
 CONFIG = plan.Config("torch-cnn", "tiny", 32, 2)
 RATES = {"native": 100.0, "docker": 90.0}
@@ -213,7 +213,7 @@ def test_an_arm_with_no_trial_that_succeeded_is_named():
         record("docker", 1.0, warmup=True),  # a warm-up that worked does not count
         record("podman", 0.0, status="oom"),  # out of memory is a result
     ]
-    assert campaign.unsuccessful(recs) == ["docker (2 failed, 1 timeout)"]
+    assert campaign.unsuccessful(typed(recs)) == ["docker (2 failed, 1 timeout)"]
 
 
 def test_a_failed_run_exits_1_a_mistake_2(monkeypatch, capsys):

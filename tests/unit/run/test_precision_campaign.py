@@ -12,7 +12,7 @@ from kit.core.errors import KitError
 from kit.results import stats
 from kit.run import plan
 
-from ..records import record
+from ..records import record, typed
 
 CONFIG = plan.Config("torch-cnn", "tiny", 32, 1)
 
@@ -27,7 +27,7 @@ def rounds_of(rng, n, spread, ratio=1.0, wall=2.0):
         for rt, scale in (("native", 1.0), ("docker", ratio)):
             rate = 1000 * scale * math.exp(rng.gauss(0, spread))
             out.append(record(rt, rate, repeat=r, index=2 * r, wall_s=wall))
-    return out
+    return typed(out)
 
 
 def test_a_fixed_design_stops_after_its_rounds():
@@ -55,6 +55,7 @@ def test_with_every_pair_compared_the_rule_waits_for_the_pairs_too():
         for i, rt in enumerate(("native", "docker", "singularity")):
             rate = 1000 * math.exp(rng.gauss(0, 0.02))
             recs.append(record(rt, rate, repeat=r, index=3 * r + i, wall_s=2.0))
+    recs = typed(recs)
     arms = ["native", "docker", "singularity"]
 
     def why(baseline):
@@ -144,9 +145,9 @@ def test_launch_spread_is_measured_from_the_warm_up_launches():
         for r, drift in ((-2, 0.3), (-1, -0.2))
         for rt, off in (("native", -0.1), ("docker", 0.0), ("podman", 0.1))
     ]
-    spread, whence = plan.launch_spread(warm)
+    spread, whence = plan.launch_spread(typed(warm))
     assert spread == pytest.approx(0.10) and whence == "measured over 6 warm-up launches"
-    assert plan.launch_spread(warm[:2]) == (0.05, "assumed")
+    assert plan.launch_spread(typed(warm[:2])) == (0.05, "assumed")
 
 
 def test_a_budget_too_short_for_an_interval_is_said_with_the_budget_that_would():

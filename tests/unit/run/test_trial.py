@@ -68,9 +68,9 @@ def test_a_commands_trial_record_carries_its_first_ranks_fingerprint(tmp_path):
     )  # fmt: skip
     prep = runtimes.Prepared("native", "sha256:n", sys.executable, "")
     planned = plan.Planned("native", plan.Config("own", "-", 0, 1, "-"), 0, False)
-    record = trial.run(ctx, runtimes.get("native"), prep, "1", planned, 0)
-    assert record["status"] == "ok" and record["result"]["value"] == 5.0
-    fp = record["result"]["fingerprint"]
+    filed = trial.run(ctx, runtimes.get("native"), prep, "1", planned, 0)
+    assert filed.status == "ok" and filed.result["value"] == 5.0
+    fp = filed.result["fingerprint"]
     assert fp["version"] == fingerprint.VERSION and fp["environment"] == {"OMP_NUM_THREADS": "3"}
     folder, _, name = os.path.realpath(sys.executable).rpartition("/")
     assert fp["libraries"][folder][name]  # the executable, its identity read through its root
