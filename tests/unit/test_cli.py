@@ -431,10 +431,10 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
     if case == "--resume without --out":
         return [*plan, "--resume"], contextlib.nullcontext()
     if case == "--resume while another run holds the folder":
-        from kit.results import store
+        from kit.results import lock, store
 
         store.open_campaign(tmp / "out", {"image": "x"}, resume=False)
-        return [*plan, "--out", str(tmp / "out"), "--resume"], store.held(tmp / "out")
+        return [*plan, "--out", str(tmp / "out"), "--resume"], lock.held(tmp / "out")
     with tarfile.open(tmp / "image.tar", "w") as t:  # an image tar with a bogus manifest
         data = json.dumps([{"Config": "c.json", "Layers": ["l/layer.tar"]}]).encode()
         info = tarfile.TarInfo("manifest.json")

@@ -15,17 +15,14 @@ the campaign's (kit.results.schemas).
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import math
 import os
 import re
-import socket
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from kit.core import benches, inputs
@@ -38,7 +35,6 @@ FILE = "trials.jsonl"
 TRIALS_LIMIT = 2 << 30  # 2 GiB: 100,000 trials (checks.MAX_TRIALS) of at most 16 KiB each
 # (a launch fingerprint's libraries are folded to fit: benchmarks/fingerprint.py)
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
-LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
 LOGS = "logs"  # the whole output of each trial that did not end ok, one file a trial
 
 
@@ -217,91 +213,6 @@ def load(out_dir: Path) -> Loaded:
     for problem in loaded.problems:
         print(f"kit: warning: {problem} (skipped)", file=sys.stderr)
     return loaded
-
-
-@contextlib.contextmanager
-def held(out_dir: Path) -> Iterator[None]:
-    """One kit run per results folder: an exclusive flock on LOCK_FILE for the whole run,
-    the holder (pid, host, start, command) written in it. A second run on the folder is
-    refused naming the holder; a lock whose holder died (the kernel dropped its flock,
-    its note is still there) is taken over, with a line saying so."""
-    writable(out_dir)
-    path = out_dir / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as e:
-        raise KitError(f"cannot lock '{path}': {e.strerror}; choose another --out") from None
-    try:
-        note = _note(fd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _in_use(out_dir, note) from None
-        if note:
-            print(
-                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})",
-                file=sys.stderr,
-            )
-        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        mine = f"pid {os.getpid()} on {socket.gethostname()} since {started}: {_command()}"
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, mine.encode() + b"\n", 0)
-        try:
-            yield
-        finally:  # ended, even by an error or ^C: the next run takes the folder silently
-            os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)
-
-
-def _command() -> str:
-    return " ".join(["kit", *sys.argv[1:]])[:300]
-
-
-def _note(fd: int) -> str:
-    """Who holds the folder, as its holder wrote it in the lock file."""
-    return os.pread(fd, 4096, 0).decode(errors="replace").strip()
-
-
-def _in_use(out_dir: Path, note: str) -> KitError:
-    return KitError(
-        f"{out_dir} is in use by another kit run ({note or 'holder unknown'}); wait for it "
-        "to end, or choose another --out"
-    )
-
-
-def check_out(out_dir: Path) -> None:
-    """What held() would refuse, found without making the folder or taking its lock (the
-    dry run's): a folder that cannot be made or written, one another kit run holds. The
-    holder is seen in the kernel's list of locks (/proc/locks), which only a run that
-    holds its flock is in; a dead run's note is left behind but its lock is not."""
-    writable(out_dir, dry_run=True)
-    path = out_dir / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return  # no lock file: no run has held the folder (or it cannot be read)
-    try:
-        note, inode = _note(fd), os.fstat(fd).st_ino
-    finally:
-        os.close(fd)
-    if note and _flocked(inode):
-        raise _in_use(out_dir, note)
-
-
-LOCKS = Path("/proc/locks")  # the kernel's list of the locks held now (Linux)
-
-
-def _flocked(inode: int) -> bool:
-    """Whether a process holds a flock on a file with this inode now: a line of LOCKS
-    `1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (a waiter's has `->` after `1:`).
-    Without LOCKS it is not known, so no."""
-    try:
-        listed = inputs.read_text(LOCKS, str(LOCKS), "", inputs.JSON_LIMIT)
-    except KitError:
-        return False
-    held = [line.split() for line in listed.splitlines()]
-    return any(f[1:2] == ["FLOCK"] and f[5].endswith(f":{inode}") for f in held if len(f) > 5)
 
 
 FINISHED = ("ok", "failed", "oom")  # a timeout, an interrupted or a lost trial runs again

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.core.errors import KitError
-from kit.results import store
+from kit.results import lock, store
 from kit.run import options, presets, request, start
 from kit.run.checks import RunRequest, given
 
@@ -18,10 +18,10 @@ def run(q: RunRequest, report: Callable[[Path], None]) -> None:
     p = check(q)
     out = q.out or store.new_folder(p.name)
     if q.dry_run:
-        store.check_out(out)
+        lock.check_out(out)
         _legs(q, p, out)
         return
-    with store.held(out):  # legs lock their own folders inside it
+    with lock.held(out):  # legs lock their own folders inside it
         presets.save(p, out, q.full)
         _legs(q, p, out)
         report(out)

@@ -6,7 +6,7 @@ import sys
 
 from kit.core import paths
 from kit.core.errors import RunFailed
-from kit.results import store
+from kit.results import lock, store
 from kit.run import campaign, orphans, plan, request, sbatch
 from kit.run.checks import Campaign, RunRequest
 
@@ -20,7 +20,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
         paths.make_dir(q.emit, "--emit", dry_run=q.dry_run)
     if q.dry_run:  # what the run would refuse before its first trial, in its order, now
         if not q.emit:
-            store.check_out(out)
+            lock.check_out(out)
             store.check_campaign(out, c.spec, q.resume)
         campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
         print(plan.describe(c.design, c.opts))
@@ -35,7 +35,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
             print(path)
         return
     signal.signal(signal.SIGTERM, _interrupt)
-    with store.held(out):
+    with lock.held(out):
         campaign_id, done = store.open_campaign(out, c.spec, q.resume)
         if q.resume:  # its killed run's trials may still run: none beside the first trial
             orphans.end(campaign_id)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.core.errors import KitError
-from kit.results import analysis, store
+from kit.results import analysis, lock, store
 
 from ..records import record, typed
 
@@ -125,8 +125,8 @@ def test_any_bytes_give_records_or_named_problems(tmp_path_factory, chunks):
 
 HOLD = """import sys, time
 from pathlib import Path
-from kit.results import store
-with store.held(Path(sys.argv[1])):
+from kit.results import lock
+with lock.held(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(600)  # killed by the test; it must not let go first, however slow the host
 """
@@ -154,14 +154,14 @@ def test_one_run_per_folder_and_a_dead_holders_lock_is_taken_over(tmp_path, caps
     finally:
         holder.kill()  # as SIGKILL does: no clean-up, the note stays
         holder.wait()
-    with store.held(out):
-        note = (out / store.LOCK_FILE).read_text()
+    with lock.held(out):
+        note = (out / lock.LOCK_FILE).read_text()
         assert note.startswith(f"pid {os.getpid()} on ")
     err = capsys.readouterr().err
     assert err.startswith(f"kit: taking over {out} from a kit run that is no longer running (pid")
     assert f"pid {holder.pid} on " in err
-    assert (out / store.LOCK_FILE).read_text() == ""  # a clean end leaves no note
-    with store.held(out):
+    assert (out / lock.LOCK_FILE).read_text() == ""  # a clean end leaves no note
+    with lock.held(out):
         pass
     assert capsys.readouterr().err == ""
 
@@ -176,16 +176,16 @@ def test_the_dry_run_sees_a_holder_without_taking_the_lock(tmp_path):
     try:
         assert holder.stdout.readline() == "held\n"
         with pytest.raises(KitError) as dry:
-            store.check_out(out)
-        with pytest.raises(KitError) as real, store.held(out):
+            lock.check_out(out)
+        with pytest.raises(KitError) as real, lock.held(out):
             pass
         assert str(dry.value) == str(real.value)
         assert str(dry.value).startswith(f"{out} is in use by another kit run (pid {holder.pid}")
     finally:
         holder.kill()
         holder.wait()
-    assert (out / store.LOCK_FILE).read_text().startswith(f"pid {holder.pid} on ")
-    store.check_out(out)  # the note is left, the lock went with its holder
+    assert (out / lock.LOCK_FILE).read_text().startswith(f"pid {holder.pid} on ")
+    lock.check_out(out)  # the note is left, the lock went with its holder
 
 
 @pytest.mark.parametrize(
@@ -203,10 +203,10 @@ def test_the_dry_run_refuses_an_unusable_folder_as_the_run_does_making_nothing(
     setup(out)
     before = sorted(tmp_path.rglob("*"))
     if message is None:
-        store.check_out(out)
+        lock.check_out(out)
     else:
         with pytest.raises(KitError) as dry:
-            store.check_out(out)
+            lock.check_out(out)
         with pytest.raises(KitError) as real:
             store.writable(out)
         assert str(dry.value) == str(real.value)
