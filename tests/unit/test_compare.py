@@ -45,6 +45,15 @@ def test_identical_campaigns_say_no_change_larger_than_the_interval_allows(tmp_p
         assert 0 < bound < 10
 
 
+def test_a_trial_read_twice_counts_once(tmp_path):
+    """A pasted line would narrow every interval: a side reads each trial once."""
+    a = campaign_folder(tmp_path / "a", "c1", 12, ARMS, seed=3)
+    once = compare.side(str(a), None).records
+    log = a / "trials.jsonl"
+    log.write_text(log.read_text() * 2)
+    assert compare.side(str(a), None).records == once and len(once) == 24
+
+
 def test_the_change_interval_holds_welchs_and_the_exact_rank_interval():
     a, b = [0.0, 0.1, 0.2, 0.05, 0.15], [0.3, 0.35, 0.5, 0.4, 0.45]
     iv = compare.change(a, b, 0.95)

@@ -11,7 +11,6 @@ form one family: their intervals are Bonferroni-adjusted so that every verdict o
 report holds together at the stated confidence.
 """
 
-import json
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -154,13 +153,8 @@ def analyse(
                 f"no trial records in {out_dir / store.FILE}; "
                 f"run 'kit run ... --out {out_dir}' first"
             )
-        again = 0  # a trial counted twice (a copied folder, a pasted line) would narrow
-        for t in found:  # every interval: each is read once
-            text = json.dumps(t.to_json(), sort_keys=True)
-            again += text in seen
-            if text not in seen:
-                seen.add(text)
-                records.append(t)
+        fresh, again = record.distinct(found, seen)
+        records += fresh
         if again:
             note = f"{out_dir / store.FILE}: {again} record(s) identical to ones already read"
             print(f"kit: warning: {note} (skipped)", file=sys.stderr)

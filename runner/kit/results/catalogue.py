@@ -227,7 +227,12 @@ def _utc(t: Trial) -> str:
 
 
 def _hash(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    return _digest(json.dumps(value, sort_keys=True))
+
+
+def _digest(text: str) -> str:
+    """A stored text's key (a trial's: its line as stored, serialised once for both)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def folders(given: list[Path]) -> list[Path]:
@@ -292,9 +297,9 @@ def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
             "INSERT OR IGNORE INTO trials (key, campaign_id, runtime, runtime_version, host,"
             " started, ok, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (_hash(line), row, t.runtime, t.runtime_version, _host(t), _utc(t),
-                 t.status == "ok" and not t.warmup, json.dumps(line, sort_keys=True))
-                for line, t in rs
+                (_digest(text), row, t.runtime, t.runtime_version, _host(t), _utc(t),
+                 t.status == "ok" and not t.warmup, text)
+                for text, t in ((json.dumps(line, sort_keys=True), t) for line, t in rs)
             ],
         )  # fmt: skip
         new += db.total_changes - before

@@ -44,11 +44,11 @@ def side(text: str, path: Path | None) -> Side:
     as host=nodeA,since=2026-11-01 (read from the catalogue at path)."""
     folder = Path(text)
     if folder.is_dir():
-        seen: dict[str, Trial] = {}  # a trial counted twice would narrow every interval
+        trials: list[Trial] = []
+        seen: set[str] = set()
         for d in catalogue.folders([folder]):
-            for t in store.load(d).records:
-                seen.setdefault(json.dumps(t.to_json(), sort_keys=True), t)
-        return Side(text, list(seen.values()))
+            trials += record.distinct(store.load(d).records, seen)[0]
+        return Side(text, trials)
     sel = selection.parse(text)
     if path is None:
         raise KitError(f"'{text}' is a selection, and the catalogue is off; give --catalogue")

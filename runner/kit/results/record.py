@@ -15,8 +15,10 @@ every line and campaign.json it reads against, and docs/schemas/ ships.
 """
 
 import dataclasses
+import json
 import typing
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -145,6 +147,20 @@ class CampaignSpec:
         """The fields that are set, as campaign.json holds them."""
         values = ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
         return {name: value for name, value in values if value is not None}
+
+
+def distinct(trials: Iterable[Trial], seen: set[str]) -> tuple[list[Trial], int]:
+    """The trials not in seen (each then added to it), and how many were: a trial read twice
+    (a copied folder, a pasted line) would narrow every interval, so each counts once."""
+    fresh, again = [], 0
+    for t in trials:
+        text = json.dumps(t.to_json(), sort_keys=True)
+        if text in seen:
+            again += 1
+        else:
+            seen.add(text)
+            fresh.append(t)
+    return fresh, again
 
 
 def launched_by(t: Trial) -> str:
