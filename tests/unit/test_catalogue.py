@@ -211,6 +211,26 @@ def test_a_read_only_catalogue_answers_ls_and_compare(tmp_path, capsys, monkeypa
     assert "no change larger than" in out
 
 
+def test_a_row_edited_in_the_catalogue_is_named_and_left_out(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 6, {"native": 1, "docker": 0.9}, host="n1")
+    b = campaign_folder(tmp_path / "b", "c2", 6, {"native": 1, "docker": 0.9}, host="n2")
+    catalogue.add(db, [a, b])
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        ids = [i for (i,) in c.execute("SELECT id FROM trials ORDER BY id LIMIT 3")]
+        (text,) = c.execute("SELECT record FROM trials WHERE id = ?", (ids[0],)).fetchone()
+        record = json.loads(text)
+        del record["host"], record["status"]
+        for row, edited in zip(ids, (json.dumps(record), "{not json", "x"), strict=True):
+            c.execute("UPDATE trials SET record = ? WHERE id = ?", (edited, row))
+    _, records = selection.select(db, selection.Selection(host="n1"))
+    err = capsys.readouterr().err
+    assert len(records) == 9 and err.count("kit: warning: the catalogue's trial ") == 3
+    assert f"trial {ids[0]}: " in err and f"trial {ids[1]}: not a JSON line" in err
+    code, out, err = kit(capsys, "compare", "host=n1", "host=n2", "--catalogue", str(db))
+    assert code == 0 and "Traceback" not in err and "no change larger than" in out, err
+
+
 def test_no_catalogue_yet_and_a_newer_schema_are_one_line(tmp_path, capsys):
     db = tmp_path / "results.db"
     code, _, err = kit(capsys, "results", "ls", "--catalogue", str(db))

@@ -7,14 +7,15 @@ runtime version or a host when any of its trials does; its time is its first tri
 start, in UTC.
 """
 
-import json
 import sqlite3
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from kit.core import columns
 from kit.core.errors import KitError
+from kit.results import store
 from kit.results.catalogue import opened, utc_text
 from kit.results.record import Trial
 
@@ -142,15 +143,25 @@ def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
 
 
 def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:
-    """Every stored trial record of these campaigns (each checked as it was added)."""
+    """Every stored trial record of these campaigns, each checked again as it is read (a
+    row edited since it was added is named on stderr and left out)."""
     out: list[Trial] = []
     for i in range(0, len(ids), 500):  # SQLite's limit on parameters in one statement
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT record FROM trials WHERE campaign_id IN ({marks}) ORDER BY id", chunk
+            f"SELECT id, record FROM trials WHERE campaign_id IN ({marks}) ORDER BY id", chunk
         )
-        out += [Trial.from_json(json.loads(text)) for (text,) in rows]
+        for row, text in rows:
+            record, problem = store.checked(text) if isinstance(text, str) else ({}, "not text")
+            if problem:
+                print(
+                    f"kit: warning: the catalogue's trial {row}: {problem} (left out; "
+                    "kit results rebuild reads the folders again)",
+                    file=sys.stderr,
+                )
+            else:
+                out.append(Trial.from_json(record))
     return out
 
 

@@ -159,6 +159,21 @@ def save_log(out_dir: Path, name: str, text: str) -> str:
 NOT_A_NUMBER = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}")
 
 
+def checked(text: str, cut: bool = False) -> tuple[dict, str | None]:
+    """One stored line as JSON gives it, and why it is not a usable trial record (None when
+    it is). cut: the line had no newline after it (a write that was cut short)."""
+    try:
+        record = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return {}, "cut short (an interrupted write)" if cut else "not a JSON line"
+    bad: list[str] = []
+    if NOT_A_NUMBER.search(text):  # only then worth a walk through the record
+        _finite(record, "", bad)
+    if bad:
+        return {}, f"field '{bad[0]}' holds NaN or an infinity, not a JSON number"
+    return record, shape_problem(record)
+
+
 def lines(path: Path) -> tuple[list[dict], list[str]]:
     """Every usable line of one trials file as JSON gives it (checked: shape_problem), and a
     `file:line: why` for each other line. The catalogue keeps these as they are, so that a
@@ -177,23 +192,12 @@ def lines(path: Path) -> tuple[list[dict], list[str]]:
     for n, raw in enumerate(split, 1):
         if not raw.strip():
             continue
-        last = n == len(split)  # no newline after it: a write that was cut short
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             problems.append(f"{path}:{n}: not UTF-8 text")
             continue
-        try:
-            record = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            why = "cut short (an interrupted write)" if last else "not a JSON line"
-            problems.append(f"{path}:{n}: {why}")
-            continue
-        bad: list[str] = []
-        if NOT_A_NUMBER.search(text):  # only then worth a walk through the record
-            _finite(record, "", bad)
-        problem = bad and f"field '{bad[0]}' holds NaN or an infinity, not a JSON number"
-        problem = problem or shape_problem(record)
+        record, problem = checked(text, cut=n == len(split))
         if problem:
             problems.append(f"{path}:{n}: {problem}")
         else:
