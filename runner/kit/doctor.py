@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kit.core import settings
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, size_of
 from kit.core.proc import version_line
@@ -199,7 +200,7 @@ def report(runtimes: list[str]) -> tuple[str, bool]:
         if not c.ok:
             lines.append(f"{'':<{width}}           fix: {c.fix}")
     lines += gpus(runtimes)
-    lines.append(disk())
+    lines += [disk(), settings.said()]
     if os.geteuid() == 0:
         lines.append(
             "note: running as root; Apptainer and MPI jobs here must run as an "

@@ -9,21 +9,22 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from kit.core import settings
 from kit.core.errors import KitError
 
 
 def repo_root() -> Path:
     """The checkout holding recipes/, containers/ and benchmarks/ (KIT_ROOT overrides)."""
-    if "KIT_ROOT" in os.environ:
-        return Path(os.environ["KIT_ROOT"])
+    if root := settings.value("KIT_ROOT"):
+        return Path(root)
     return Path(__file__).resolve().parents[3]  # runner/kit/core/paths.py
 
 
 def cache_dir() -> Path:
     """Converted images and native environments, keyed by digest (KIT_CACHE overrides)."""
-    if "KIT_CACHE" in os.environ:
-        return Path(os.environ["KIT_CACHE"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    if cache := settings.value("KIT_CACHE"):
+        return Path(cache)
+    xdg = settings.value("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "kit"
 
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import inputs
+from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
@@ -23,7 +23,8 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 def ca_bundle(override: Path | None) -> Path | None:
     """The CA bundle pip and curl inside the build trust: --ca-cert, KIT_CA_CERT, or the
     host's own bundle (which carries any site CA that intercepts TLS)."""
-    chosen = override or (Path(os.environ["KIT_CA_CERT"]) if "KIT_CA_CERT" in os.environ else None)
+    given = settings.value("KIT_CA_CERT")
+    chosen = override or (Path(given) if given else None)
     if chosen is not None:
         if not chosen.is_file():
             raise KitError(f"CA bundle '{chosen}' is not a file; pass --ca-cert FILE")
@@ -52,8 +53,8 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
     ]
     if ca is not None:
         argv += ["--secret", f"id=cacert,src={ca}"]
-    if os.environ.get("PIP_INDEX_URL"):
-        argv += ["--build-arg", f"KIT_PIP_INDEX_URL={os.environ['PIP_INDEX_URL']}"]
+    if index := settings.value("PIP_INDEX_URL"):
+        argv += ["--build-arg", f"KIT_PIP_INDEX_URL={index}"]
     argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
     for ref in opts.cache_from:
         argv += ["--cache-from", ref]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kit.core import inputs
+from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atomically
 from kit.core.proc import capture, stream, which
@@ -140,7 +140,7 @@ def parse_compression(spec: str) -> tuple[str, int | None]:
 
 def compression() -> str:
     """The squashfs compression: KIT_SQUASHFS_COMPRESSION, else zstd at level 3."""
-    spec = os.environ.get("KIT_SQUASHFS_COMPRESSION", DEFAULT_COMPRESSION)
+    spec = settings.value("KIT_SQUASHFS_COMPRESSION") or DEFAULT_COMPRESSION
     parse_compression(spec)
     return spec
 

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kit.core import settings
 from kit.core.errors import KitError
 from kit.core.proc import stream, which
 from kit.image import engine
@@ -19,8 +20,8 @@ def base_tag(distro: str) -> str:
 
 def host_mirror() -> str:
     """The Debian mirror the host's apt already uses (KIT_DEBIAN_MIRROR overrides)."""
-    if os.environ.get("KIT_DEBIAN_MIRROR"):
-        return os.environ["KIT_DEBIAN_MIRROR"]
+    if mirror := settings.value("KIT_DEBIAN_MIRROR"):
+        return mirror
     sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
     sources.append(Path("/etc/apt/sources.list"))
     for f in sources:

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Iterator
 from functools import cache
 
-from kit.core import inputs
+from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.proc import capture
 
@@ -19,8 +19,8 @@ def docker() -> str:
     Clients from 23.0 on hand BuildKit builds to the buildx plugin and fail without
     it; older clients (Debian's 20.10) carry BuildKit built in. Build secrets need it.
     """
-    if os.environ.get("KIT_DOCKER"):
-        return os.environ["KIT_DOCKER"]
+    if client := settings.value("KIT_DOCKER"):
+        return client
     dirs = os.environ.get("PATH", "").split(os.pathsep)
     found = [p for d in dirs if os.access(p := os.path.join(d, "docker"), os.X_OK)]
     for client in found:

@@ -28,7 +28,7 @@ def figure(pts: list[history.Point], title: str) -> str:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(pts)), [p.started[:10] for p in pts], rotation=45, fontsize=7)
 
-    return plots._svg("history", title, "campaign (first trial's start)", "ratio to native", draw)
+    return plots.svg("history", title, "campaign (first trial's start)", "ratio to native", draw)
 
 
 def page(pts: list[history.Point], title: str) -> str:

@@ -19,7 +19,9 @@ class Figure:
     svg: str
 
 
-def _svg(slug: str, title: str, xlabel: str, ylabel: str, draw: Plot) -> str:
+def svg(slug: str, title: str, xlabel: str, ylabel: str, draw: Plot) -> str:
+    """One figure as SVG text, draw filling its axes: every figure of the report (and the
+    history's) is made here, so all look alike and all are reproducible."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,12 +101,12 @@ def _per_batch(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             f"rate-{slug}",
             f"Throughput vs batch size: {name}",
-            _svg(f"rate-{slug}", name, "batch size per rank", a.metric(bench).unit, rate),
+            svg(f"rate-{slug}", name, "batch size per rank", a.metric(bench).unit, rate),
         )
         yield Figure(
             f"mem-{slug}",
             f"Peak memory vs batch size: {name}",
-            _svg(f"mem-{slug}", name, "batch size per rank", "peak RSS per rank (MB)", memory),
+            svg(f"mem-{slug}", name, "batch size per rank", "peak RSS per rank (MB)", memory),
         )
 
 
@@ -133,7 +135,7 @@ def _scaling(a: Analysis) -> Iterator[Figure]:
         slug = f"scaling-{image}-{bench}-{model}-{data}-bs{bs}"
         name = f"{image} {bench} {model} {data}, batch {bs} per rank"
         unit = a.metric(bench).unit
-        yield Figure(slug, f"Scaling vs ranks: {name}", _svg(slug, name, "ranks", unit, draw))
+        yield Figure(slug, f"Scaling vs ranks: {name}", svg(slug, name, "ranks", unit, draw))
 
 
 def _overhead(a: Analysis) -> Iterator[Figure]:
@@ -164,7 +166,7 @@ def _overhead(a: Analysis) -> Iterator[Figure]:
         yield Figure(
             slug,
             f"Throughput relative to {a.baseline}, {a.confidence:.0%} intervals: {name}",
-            _svg(slug, name, f"{a.metric(bench).unit} relative to {a.baseline}", "", draw),
+            svg(slug, name, f"{a.metric(bench).unit} relative to {a.baseline}", "", draw),
         )
 
 
@@ -206,7 +208,7 @@ def _loss(a: Analysis) -> Iterator[Figure]:
             slug,
             f"Loss per timed step, median over trials; every point holds all of an arm's "
             f"trials ({held}): only the {reached} steps every trial reached are drawn: {name}",
-            _svg(slug, name, "timed step", "loss", draw),
+            svg(slug, name, "timed step", "loss", draw),
         )
 
 
@@ -256,7 +258,7 @@ def _sweeps(a: Analysis) -> Iterator[Figure]:
                 yield Figure(
                     slug,
                     f"{series.title}: {ylabel} vs {series.at[-1]}: {name}",
-                    _svg(slug, name, series.at[-1], ylabel, draw),
+                    svg(slug, name, series.at[-1], ylabel, draw),
                 )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kit.core import paths
+from kit.core import paths, settings
 from kit.core.errors import KitError
 from kit.results import record, store
 from kit.results.record import Trial
@@ -79,7 +79,7 @@ SCHEMA = max(MIGRATIONS)
 
 def default_path() -> Path | None:
     """$KIT_CATALOGUE (a site's shared file), else $KIT_CACHE/results.db; None: "off"."""
-    given = os.environ.get(ENV, "")
+    given = settings.value(ENV)
     if given == OFF:
         return None
     return Path(given) if given else paths.cache_dir() / "results.db"
