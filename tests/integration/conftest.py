@@ -74,10 +74,12 @@ IMAGE_OF = {
 }
 
 
-def apptainer(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
+def apptainer(
+    *args: str, timeout: float = 3000, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """apptainer from the repository root (definitions name files relative to it)."""
     return subprocess.run(
-        ["apptainer", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+        ["apptainer", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
     )
 
 
@@ -87,7 +89,7 @@ DEFINITION = "containers/pytorch-mpich/pytorch-mpich.def"
 DEFINITION_CACHE = Path.home() / ".cache" / "kit-tests" / "definition"
 
 
-def definition_key() -> str:
+def definition_key(env: dict) -> str:
     """The definition, every file its %files takes (benchmarks/), the base image's ID and
     Apptainer's version, hashed."""
     h = hashlib.sha256()
@@ -98,20 +100,20 @@ def definition_key() -> str:
         ["docker", "image", "inspect", "--format", "{{.Id}}", "kit/debian:bookworm"],
         ["apptainer", "--version"],
     ):
-        h.update(subprocess.run(argv, capture_output=True, text=True).stdout.encode())
+        h.update(subprocess.run(argv, capture_output=True, text=True, env=env).stdout.encode())
     return h.hexdigest()[:16]
 
 
-def cached_definition() -> Path | str:
+def cached_definition(env: dict) -> Path | str:
     """The definition's SIF (beside the base SIF it was built on) from the cache when its
     inputs are unchanged, else built anew into the cache, which keeps only that one."""
-    folder = DEFINITION_CACHE / definition_key()
+    folder = DEFINITION_CACHE / definition_key(env)
     sif = folder / "pytorch-mpich.sif"
     if sif.is_file() and (folder / "base.sif").is_file():
         return sif
     shutil.rmtree(DEFINITION_CACHE, ignore_errors=True)
     scratch = Path(tempfile.mkdtemp(prefix="kit-test-definition-"))
-    made = build_definition(scratch)
+    made = build_definition(scratch, env)
     if isinstance(made, str):
         shutil.rmtree(scratch, ignore_errors=True)
         return made
@@ -121,12 +123,12 @@ def cached_definition() -> Path | str:
     return sif
 
 
-def build_definition(scratch: Path) -> Path | str:
+def build_definition(scratch: Path, env: dict) -> Path | str:
     """pytorch-mpich's definition made into a SIF by Apptainer alone, as an ordinary user:
     the local base as a SIF (from its archive), then the definition. The SIF, or why not."""
     base_tar = scratch / "base.tar"
     save = ["docker", "save", "-o", str(base_tar), "kit/debian:bookworm"]
-    if (p := subprocess.run(save, capture_output=True, text=True)).returncode != 0:
+    if (p := subprocess.run(save, capture_output=True, text=True, env=env)).returncode != 0:
         return f"{' '.join(save)} exited {p.returncode}: {p.stderr[-1000:]}"
     sif = scratch / "pytorch-mpich.sif"
     for args in (
@@ -139,7 +141,7 @@ def build_definition(scratch: Path) -> Path | str:
             *(str(sif), DEFINITION),
         ),
     ):
-        p = apptainer(*args)
+        p = apptainer(*args, env=env)
         if p.returncode != 0:
             return f"apptainer {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
     return sif
@@ -151,15 +153,20 @@ class Builds:
     the tests need them: a test waits for its own image only, and no more than one build
     runs beside the tests (seven at once on two cores took load averages of 14 and
     stretched every build past the tests that waited for it). Each build's start and end,
-    in seconds since the first started, go in the summary."""
+    in seconds since the first started, go in the summary.
+
+    Every build runs in the environment as it was when the builds were started: the unit
+    tests run beside them in this process and patch os.environ (a PATH of stubs, a fake
+    KIT_DOCKER), which a build started in such a moment would otherwise inherit."""
 
     def __init__(self, images: list[str], definition: bool) -> None:
         self.t0 = time.monotonic()
         self.times: dict[str, tuple[float, float]] = {}
         self.pool = ThreadPoolExecutor(max_workers=1)
-        jobs: dict[str, Callable[[], object]] = {i: partial(build_image, i) for i in images}
+        env = dict(os.environ)
+        jobs: dict[str, Callable[[], object]] = {i: partial(build_image, i, env) for i in images}
         if definition:
-            jobs["definition"] = cached_definition
+            jobs["definition"] = partial(cached_definition, env)
         order = sorted(jobs, key=lambda n: ORDER.index(FIXTURE_OF.get(n, n)))
         self.futures = {n: self.pool.submit(self._timed, n, jobs[n]) for n in order}
 
@@ -184,8 +191,9 @@ class Builds:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def build_image(image: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["kit", "build", image], capture_output=True, text=True, timeout=3600)
+def build_image(image: str, env: dict) -> subprocess.CompletedProcess:
+    argv = ["kit", "build", image]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env)
 
 
 # The tests run grouped by the image they need, in this order, and the images build in the
