@@ -37,6 +37,8 @@ def bounds(text: str) -> dict[str, float]:
             raise KitError(
                 f"--max-overhead '{text}' must be ARM=PCT[,ARM=PCT], e.g. docker=5%,singularity=3%"
             )
+        if arm in out:  # the last would silently win
+            raise KitError(f"--max-overhead '{text}' bounds {arm} twice; give each arm once")
         out[arm] = units.percent(f"--max-overhead {arm}", pct)
     return out
 

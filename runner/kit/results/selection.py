@@ -79,13 +79,18 @@ def moment(flag: str, text: str, end: bool = False) -> str:
     with end, a bare date means the end of that day."""
     try:
         when = datetime.fromisoformat(text.strip())
+        if end and len(text.strip()) == 10:
+            when += timedelta(days=1)
+        return utc_text(when)
     except ValueError:
         raise KitError(
             f"{flag} '{text}' is not a date or time; give e.g. 2026-11-01 or 2026-11-01T14:00"
         ) from None
-    if end and len(text.strip()) == 10:
-        when += timedelta(days=1)
-    return utc_text(when)
+    except OverflowError:  # the day after 9999-12-31, or year 1 moved to UTC
+        raise KitError(
+            f"{flag} '{text}' is out of the calendar's range (years 1 to 9999, in UTC); "
+            "give a date inside it, e.g. 2026-11-01"
+        ) from None
 
 
 def selection(**given: str | None) -> Selection:
@@ -112,6 +117,11 @@ def parse(text: str) -> Selection:
                 f"'{text}' is neither a results folder nor a selection KEY=VALUE[,KEY=VALUE] "
                 f"(keys: {', '.join(k.replace('_', '-') for k in FILTERS)}), e.g. "
                 "host=nodeA,since=2026-11-01"
+            )
+        if name in given:  # host=a,host=b: one would silently win
+            raise KitError(
+                f"'{text}' gives {name.replace('_', '-')} twice; a selection takes each key "
+                "once (compare the two as A and B)"
             )
         given[name] = value.strip()
     return selection(**given)
