@@ -37,6 +37,9 @@ def lines(t: Trial) -> list[str]:
     result = t.result or {}
     ok = t.status == "ok"
     figure = benches.metric(t.bench, result) if ok else None
+    # a failed trial's result is as its benchmark printed it, unchecked: its start-up may
+    # be no number (a string was a ValueError traceback)
+    startup_s = result.get("startup_s") if _events.timed(result.get("startup_s")) else 0
     return _events.run(
         SOURCE,
         {
@@ -45,7 +48,7 @@ def lines(t: Trial) -> list[str]:
             "submission_status": "research",
         },
         t.batch_size * t.ranks,
-        t0 + int(1000 * (result.get("startup_s") or 0)),
+        t0 + int(1000 * startup_s),
         t0 + int(1000 * (t.wall_s or 0)),
         result.get("step_times_s") or [],
         ok,
