@@ -64,6 +64,14 @@ def shape_problem(record: object) -> str | None:
     for name, want in benches.analysed(record["bench"], result):
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"
+    for name, (want, items) in benches.ANALYSED_IF_THERE.items():
+        value = result.get(name)
+        if name not in result:
+            continue
+        if not _kind(value, want) or (
+            items and isinstance(value, list) and not all(_kind(x, items) for x in value)
+        ):
+            return f"result field '{name}' is of the wrong type"
     return None
 
 
