@@ -426,6 +426,10 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
         return [*plan, "--out", str(tmp / "out")], contextlib.nullcontext()
     if case == "--emit a file":
         return [*plan, "--launcher", "slurm", "--emit", str(tmp / "file")], contextlib.nullcontext()
+    if case == "--emit holding an earlier emission":
+        (tmp / "em").mkdir()
+        (tmp / "em" / "kit-0000.sbatch").symlink_to(tmp / "file")
+        return [*plan, "--launcher", "slurm", "--emit", str(tmp / "em")], contextlib.nullcontext()
     if case == "--data-dir a file":
         return [*plan, "--data", "real", "--data-dir", str(tmp / "file")], contextlib.nullcontext()
     if case == "--resume without --out":
@@ -452,6 +456,8 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
         ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is not a regular file; move it away"),
         ("--data-dir a file", "--data-dir '{t}/file' is a file; choose a directory"),
         ("--emit a file", "--emit '{t}/file' is a file; choose a directory"),
+        ("--emit holding an earlier emission", "--emit '{t}/em' holds 1 sbatch script(s) of an "
+         "earlier emission (kit-0000.sbatch, ...); remove them, or choose another folder"),
         ("--resume without --out", "--resume needs --out DIR, the campaign to continue"),
         ("--resume while another run holds the folder", "{t}/out is in use by another kit run"),
         ("an image tar with a bogus manifest", "--image '{t}/image.tar' is a tar file but not "
