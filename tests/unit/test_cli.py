@@ -40,6 +40,11 @@ def kit(*args, env=None):
             ["run", "pytorch-mpich", "--runtime", "native", "--runtime-arg", "docker:--cpus=1"],
             "kit: error: --runtime-arg 'docker:--cpus=1' names 'docker', not in --runtime native",
         ),
+        (  # ignored, yet filed in every native record as passed
+            ["run", "pytorch-mpich", "--runtime-arg", "native:-x", "--dry-run"],
+            "kit: error: --runtime-arg 'native:-x': native runs on the host, with no container "
+            "runtime to take options; drop it",
+        ),
         (["run", "pytorch-mpich", "--bench", "tf-cnn"], "image 'pytorch-mpich' has torch-cnn, mpi"),
         (["run", "pytorch-mpich", "--model", "vgg"], "--model 'vgg' is not a model of torch-cnn"),
         (["run", "pytorch-mpich", "--data", "disk"], "--data 'disk' must be synthetic, real"),
