@@ -94,7 +94,13 @@ def _not_ours(path: Path, why: str) -> KitError:
 
 def _check_header(path: Path) -> None:
     """Refuse a file that is not a kit catalogue from its first 100 bytes, before SQLite
-    opens it (an empty or missing file is a catalogue not yet made)."""
+    opens it (an empty or missing file is a catalogue not yet made). A folder, a pipe or a
+    device is refused first: open() of a pipe nothing writes to waited for ever."""
+    if path.exists() and not path.is_file():
+        raise KitError(
+            f"the catalogue {path} is not a file (a folder, a pipe or a device); give "
+            "--catalogue the path of a file, or of none yet"
+        )
     try:
         with open(path, "rb") as f:
             head = f.read(100)
