@@ -260,6 +260,30 @@ def test_a_row_edited_in_the_catalogue_is_named_and_left_out(tmp_path, capsys):
     assert code == 0 and "Traceback" not in err and "no change larger than" in out, err
 
 
+def test_a_campaign_row_edited_to_hold_a_blob_is_named_and_left_out(tmp_path, capsys):
+    """SQLite keeps a blob in a text column: ls (and --json) and rebuild were TypeError
+    tracebacks on a campaign row so edited."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    b = campaign_folder(tmp_path / "b", "c2", 3, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [a, b])
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        c.execute("UPDATE campaigns SET image = X'FF00', folder = X'2F' WHERE campaign = 'c1'")
+    said = (
+        "kit: warning: the catalogue's campaign 1: its image is not text (left out; kit "
+        "results rebuild DIR... reads the folders again)\n"
+    )
+    for json_ in ([], ["--json"]):
+        code, out, err = kit(capsys, "results", "ls", *json_, "--catalogue", str(db))
+        assert (code, err) == (0, said) and "c2" in out and "c1" not in out
+    code, out, err = kit(capsys, "results", "rebuild", "--catalogue", str(db))
+    assert code == 0 and err == (
+        f"kit: warning: 1 folder(s) the catalogue {db} names are not text (left out; name "
+        "them: kit results rebuild DIR...)\n"
+    )
+    assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c2"]
+
+
 def test_no_catalogue_yet_and_a_newer_schema_are_one_line(tmp_path, capsys):
     db = tmp_path / "results.db"
     code, _, err = kit(capsys, "results", "ls", "--catalogue", str(db))

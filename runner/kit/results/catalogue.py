@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -351,7 +352,14 @@ def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
     if not given:
         try:
             with opened(path) as db:
-                given = [Path(f) for (f,) in db.execute("SELECT DISTINCT folder FROM campaigns")]
+                named = db.execute("SELECT DISTINCT folder FROM campaigns").fetchall()
+                given = [Path(f) for (f,) in named if isinstance(f, str)]
+            if len(given) < len(named):  # a row edited to hold a blob: no folder's name
+                print(
+                    f"kit: warning: {len(named) - len(given)} folder(s) the catalogue {path} "
+                    "names are not text (left out; name them: kit results rebuild DIR...)",
+                    file=sys.stderr,
+                )
         except KitError as e:
             raise KitError(f"{e}; name the results folders: kit results rebuild DIR...") from None
         given = [d for d in given if store.has_trials(d)]

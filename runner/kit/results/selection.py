@@ -9,7 +9,7 @@ start, in UTC.
 
 import sqlite3
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -142,14 +142,28 @@ class Listed:
 
 
 def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
-    """The selected campaigns, oldest first."""
+    """The selected campaigns, oldest first; a row edited since it was added to hold a
+    value of another type (SQLite keeps a blob in a text column) is named on stderr and
+    left out, as an edited trial row is (records)."""
     where, args = sel.where()
     rows = db.execute(
         "SELECT c.id, c.campaign, c.started, c.image, c.preset, c.hosts, c.arms, c.trials,"
         f" c.ok, c.folder FROM campaigns c WHERE {where} ORDER BY c.started, c.id",
         args,
     )
-    return [Listed(*row) for row in rows]
+    out = []
+    for row in rows:
+        columns = zip(fields(Listed), row, strict=True)
+        if bad := next((f for f, value in columns if not isinstance(value, f.type)), None):
+            print(
+                f"kit: warning: the catalogue's campaign {row[0]}: its {bad.name} is not "
+                f"{'text' if bad.type is str else 'a whole number'} (left out; kit results "
+                "rebuild DIR... reads the folders again)",
+                file=sys.stderr,
+            )
+        else:
+            out.append(Listed(*row))
+    return out
 
 
 def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:
