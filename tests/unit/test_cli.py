@@ -401,6 +401,28 @@ def test_no_option_takes_a_line_break(command, capsys):
         ), argv
 
 
+@pytest.mark.parametrize("command", list(TYPED))
+def test_no_option_takes_bytes_that_are_not_utf8(command, capsys):
+    """A file name's non-UTF-8 byte reaches Python as a lone surrogate, which no UTF-8 file
+    can hold: kit import --base '/x/base\\xff.sif' was a UnicodeEncodeError traceback as the
+    definition was written. Every string option refuses one, before anything runs."""
+    from kit import cli
+
+    positional, options = TYPED[command]
+    for action in typed(command):
+        name = max(action.option_strings, key=len, default=action.metavar)
+        bad = os.fsdecode(b"a\xffb")
+        if action.option_strings:
+            argv = [command, positional, *options, name, bad]
+        else:
+            argv = [command, bad, *options]
+        assert cli.main(argv) == 2, argv
+        assert capsys.readouterr().err == (
+            f"kit: error: {name} 'a\\udcffb' is not UTF-8 text (kit writes it into UTF-8 "
+            "files: a report, a definition); rename it, or give it in UTF-8\n"
+        ), argv
+
+
 @contextlib.contextmanager
 def unprivileged() -> Iterator[None]:
     """Run as nobody (root writes in any folder, so cannot be refused one)."""
