@@ -284,6 +284,17 @@ def test_a_campaign_row_edited_to_hold_a_blob_is_named_and_left_out(tmp_path, ca
     assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c2"]
 
 
+def test_a_start_past_the_calendar_in_utc_is_added_as_unknown(tmp_path, capsys):
+    """A hand-edited start of year 1 east of UTC has no UTC time: kit results add was an
+    OverflowError traceback; it is added as one that does not say when it ran."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1}, started="0001-01-01T00:00+01:00")
+    code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+    assert (code, err) == (0, "")
+    (listed,) = selection.select(db, selection.Selection())[0]
+    assert listed.started == ""
+
+
 def test_no_catalogue_yet_and_a_newer_schema_are_one_line(tmp_path, capsys):
     db = tmp_path / "results.db"
     code, _, err = kit(capsys, "results", "ls", "--catalogue", str(db))
