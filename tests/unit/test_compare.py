@@ -168,6 +168,23 @@ def test_check_max_overhead_exits_1_only_when_the_interval_is_wholly_beyond(tmp_
     )
 
 
+def test_a_gate_that_would_check_nothing_is_refused_not_passed(tmp_path, capsys):
+    """--max-overhead native=5% (the arm overheads are measured against), or a bound on a
+    campaign without native: nothing was checked, an empty line printed, and exit 0."""
+    d = campaign_folder(tmp_path / "d", "c1", 6, {"native": 1.0, "docker": 0.9}, seed=7)
+    code, out, err = kit(capsys, "check", str(d), "--max-overhead", "native=5%")
+    assert (code, out) == (2, "") and err == (
+        "kit: error: --max-overhead bounds native, which every overhead is measured against; "
+        "bound the other arms, e.g. docker=5%\n"
+    )
+    e = campaign_folder(tmp_path / "e", "c2", 6, {"docker": 1.0, "docker@b": 0.9}, seed=7)
+    code, out, err = kit(capsys, "check", str(e), "--max-overhead", "docker@b=5%")
+    assert (code, out) == (2, "") and err == (
+        f"kit: error: --max-overhead: no arm it bounds was compared with native in {e} (arms: "
+        "docker, docker@b); run native beside them\n"
+    )
+
+
 def test_check_against_a_selection_exits_by_where_the_change_lies(tmp_path, capsys):
     before = campaign_folder(tmp_path / "before", "c1", 16, ARMS, seed=8)
     same = campaign_folder(tmp_path / "same", "c2", 16, ARMS, seed=9)

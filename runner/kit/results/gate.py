@@ -56,6 +56,11 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
     """Each bounded arm's overhead against native in each configuration, from the report's
     own analysis (its family-adjusted intervals, with the launches it left out put back
     where that widens them)."""
+    if REFERENCE in allowed:  # it checked nothing, and passed
+        raise KitError(
+            f"--max-overhead bounds {REFERENCE}, which every overhead is measured against; "
+            "bound the other arms, e.g. docker=5%"
+        )
     a = analysis.analyse([out_dir], conf)
     arms = {arm.runtime for g in a.groups for arm in g.arms}
     if missing := sorted(allowed.keys() - arms):
@@ -82,6 +87,11 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
                 else stats.Interval(arm.ratio.value - 1, low - 1, high - 1, arm.ratio.coverage)
             )
             out.append(Checked(what, cost, bound, judge(cost, -math.inf, bound)))
+    if not out:  # a gate that checked nothing must not pass
+        raise KitError(
+            f"--max-overhead: no arm it bounds was compared with {REFERENCE} in {out_dir} "
+            f"(arms: {', '.join(sorted(arms))}); run {REFERENCE} beside them"
+        )
     return out
 
 
