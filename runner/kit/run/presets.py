@@ -162,7 +162,7 @@ def _published_problem(figure: object) -> str | None:
     if figure.get("expect") is not None and not _finite(figure["expect"]):
         return f"{said}: expect is not a finite number"
     m = figure.get("measure")
-    if not isinstance(m, dict) or m.get("kind") not in MEASURES:
+    if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in MEASURES:
         return f"{said} has no measure kind ({', '.join(KINDS)})"
     wanted = MEASURES[m["kind"]]
     if missing := sorted(wanted.keys() - m.keys()):

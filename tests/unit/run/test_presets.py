@@ -152,6 +152,7 @@ def test_a_preset_file_edited_by_hand_is_one_line_naming_what_is_wrong(
         (lambda p: p["legs"][0].update(name=5), "leg name 5 is not a folder's name"),
         (lambda p: p["legs"][0].update(name="../elsewhere"), "leg name '../elsewhere' is not "),
         (lambda p: p["published"][0].pop("measure"), "has no measure kind"),
+        (lambda p: p["published"][0]["measure"].update(kind=[1]), "has no measure kind"),
         (lambda p: p["published"][0].update(value=[1]), "value is neither a finite number"),
         (lambda p: p.update(baseline=["native"]), "baseline is missing or not a text"),
     ],
