@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -192,6 +193,34 @@ def test_a_file_that_is_not_a_kit_catalogue_is_one_line_and_never_written(tmp_pa
     assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c1"]
 
 
+@pytest.mark.parametrize("kind", ["pipe", "folder"])
+def test_a_catalogue_path_that_is_no_file_is_one_line_never_a_hang(tmp_path, capsys, kind):
+    """--catalogue (or KIT_CATALOGUE) naming a pipe: open() waited for a writer for ever,
+    kit run's registering at a campaign's end too."""
+    db = tmp_path / "results.db"
+    if kind == "pipe":
+        os.mkfifo(db)
+    else:
+        db.mkdir()
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    threading.Thread(target=_unblock, args=(db,), daemon=True).start()  # a test, not a hang
+    for args in (["results", "ls"], ["results", "add", str(a)], ["compare", "host=x", str(a)]):
+        code, out, err = kit(capsys, *args, "--catalogue", str(db))
+        assert (code, out) == (2, "") and err == (
+            f"kit: error: the catalogue {db} is not a file (a folder, a pipe or a device); give "
+            "--catalogue the path of a file, or of none yet\n"
+        )
+
+
+def _unblock(path: Path) -> None:
+    """Every few seconds for a minute, open a pipe for writing and close it: a reader
+    waiting in open() gets its end of file (a test that fails, never one that hangs)."""
+    for _ in range(20):
+        time.sleep(3)
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
 def test_a_read_only_catalogue_answers_ls_and_compare(tmp_path, capsys, monkeypatch):
     db = tmp_path / "results.db"
     a = campaign_folder(tmp_path / "a", "c1", 6, {"native": 1, "docker": 0.9}, host="n1")
@@ -229,6 +258,41 @@ def test_a_row_edited_in_the_catalogue_is_named_and_left_out(tmp_path, capsys):
     assert f"trial {ids[0]}: " in err and f"trial {ids[1]}: not a JSON line" in err
     code, out, err = kit(capsys, "compare", "host=n1", "host=n2", "--catalogue", str(db))
     assert code == 0 and "Traceback" not in err and "no change larger than" in out, err
+
+
+def test_a_campaign_row_edited_to_hold_a_blob_is_named_and_left_out(tmp_path, capsys):
+    """SQLite keeps a blob in a text column: ls (and --json) and rebuild were TypeError
+    tracebacks on a campaign row so edited."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    b = campaign_folder(tmp_path / "b", "c2", 3, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [a, b])
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        c.execute("UPDATE campaigns SET image = X'FF00', folder = X'2F' WHERE campaign = 'c1'")
+    said = (
+        "kit: warning: the catalogue's campaign 1: its image is not text (left out; kit "
+        "results rebuild DIR... reads the folders again)\n"
+    )
+    for json_ in ([], ["--json"]):
+        code, out, err = kit(capsys, "results", "ls", *json_, "--catalogue", str(db))
+        assert (code, err) == (0, said) and "c2" in out and "c1" not in out
+    code, out, err = kit(capsys, "results", "rebuild", "--catalogue", str(db))
+    assert code == 0 and err == (
+        f"kit: warning: 1 folder(s) the catalogue {db} names are not text (left out; name "
+        "them: kit results rebuild DIR...)\n"
+    )
+    assert [c.campaign for c in selection.select(db, selection.Selection())[0]] == ["c2"]
+
+
+def test_a_start_past_the_calendar_in_utc_is_added_as_unknown(tmp_path, capsys):
+    """A hand-edited start of year 1 east of UTC has no UTC time: kit results add was an
+    OverflowError traceback; it is added as one that does not say when it ran."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1}, started="0001-01-01T00:00+01:00")
+    code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+    assert (code, err) == (0, "")
+    (listed,) = selection.select(db, selection.Selection())[0]
+    assert listed.started == ""
 
 
 def test_no_catalogue_yet_and_a_newer_schema_are_one_line(tmp_path, capsys):

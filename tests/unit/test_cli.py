@@ -40,6 +40,11 @@ def kit(*args, env=None):
             ["run", "pytorch-mpich", "--runtime", "native", "--runtime-arg", "docker:--cpus=1"],
             "kit: error: --runtime-arg 'docker:--cpus=1' names 'docker', not in --runtime native",
         ),
+        (  # ignored, yet filed in every native record as passed
+            ["run", "pytorch-mpich", "--runtime-arg", "native:-x", "--dry-run"],
+            "kit: error: --runtime-arg 'native:-x': native runs on the host, with no container "
+            "runtime to take options; drop it",
+        ),
         (["run", "pytorch-mpich", "--bench", "tf-cnn"], "image 'pytorch-mpich' has torch-cnn, mpi"),
         (["run", "pytorch-mpich", "--model", "vgg"], "--model 'vgg' is not a model of torch-cnn"),
         (["run", "pytorch-mpich", "--data", "disk"], "--data 'disk' must be synthetic, real"),
@@ -396,6 +401,28 @@ def test_no_option_takes_a_line_break(command, capsys):
         ), argv
 
 
+@pytest.mark.parametrize("command", list(TYPED))
+def test_no_option_takes_bytes_that_are_not_utf8(command, capsys):
+    """A file name's non-UTF-8 byte reaches Python as a lone surrogate, which no UTF-8 file
+    can hold: kit import --base '/x/base\\xff.sif' was a UnicodeEncodeError traceback as the
+    definition was written. Every string option refuses one, before anything runs."""
+    from kit import cli
+
+    positional, options = TYPED[command]
+    for action in typed(command):
+        name = max(action.option_strings, key=len, default=action.metavar)
+        bad = os.fsdecode(b"a\xffb")
+        if action.option_strings:
+            argv = [command, positional, *options, name, bad]
+        else:
+            argv = [command, bad, *options]
+        assert cli.main(argv) == 2, argv
+        assert capsys.readouterr().err == (
+            f"kit: error: {name} 'a\\udcffb' is not UTF-8 text (kit writes it into UTF-8 "
+            "files: a report, a definition); rename it, or give it in UTF-8\n"
+        ), argv
+
+
 @contextlib.contextmanager
 def unprivileged() -> Iterator[None]:
     """Run as nobody (root writes in any folder, so cannot be refused one)."""
@@ -426,6 +453,10 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
         return [*plan, "--out", str(tmp / "out")], contextlib.nullcontext()
     if case == "--emit a file":
         return [*plan, "--launcher", "slurm", "--emit", str(tmp / "file")], contextlib.nullcontext()
+    if case == "--emit holding an earlier emission":
+        (tmp / "em").mkdir()
+        (tmp / "em" / "kit-0000.sbatch").symlink_to(tmp / "file")
+        return [*plan, "--launcher", "slurm", "--emit", str(tmp / "em")], contextlib.nullcontext()
     if case == "--data-dir a file":
         return [*plan, "--data", "real", "--data-dir", str(tmp / "file")], contextlib.nullcontext()
     if case == "--resume without --out":
@@ -452,6 +483,8 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
         ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is not a regular file; move it away"),
         ("--data-dir a file", "--data-dir '{t}/file' is a file; choose a directory"),
         ("--emit a file", "--emit '{t}/file' is a file; choose a directory"),
+        ("--emit holding an earlier emission", "--emit '{t}/em' holds 1 sbatch script(s) of an "
+         "earlier emission (kit-0000.sbatch, ...); remove them, or choose another folder"),
         ("--resume without --out", "--resume needs --out DIR, the campaign to continue"),
         ("--resume while another run holds the folder", "{t}/out is in use by another kit run"),
         ("an image tar with a bogus manifest", "--image '{t}/image.tar' is a tar file but not "

@@ -88,6 +88,45 @@ def test_an_arm_counted_as_another(tmp_path, capsys):
     assert code == 2 and err.startswith("kit: error: --as 'docker@cut10' must be ARM=NAME")
 
 
+def test_two_arms_counted_as_one_name_or_one_arm_named_twice_is_refused(tmp_path, capsys):
+    """--as a=x --as b=x pooled arms a and b of one side into one sample (only a=b with
+    both present was refused); --as a=x --as a=y took the last silently."""
+    arms = {"native": 1, "docker@a": 1, "docker@b": 0.9}
+    a = campaign_folder(tmp_path / "a", "c1", 6, arms, seed=5)
+    code, _, err = kit(capsys, "compare", str(a), str(a), "--as", "docker@a=docker",
+                       "--as", "docker@b=docker")  # fmt: skip
+    assert code == 2 and err == (
+        f"kit: error: --as docker@a=docker --as docker@b=docker: {a} has docker@a and docker@b; "
+        "it would pool them\n"
+    )
+    code, _, err = kit(capsys, "compare", str(a), str(a), "--as", "docker@a=docker",
+                       "--as", "docker@a=podman")  # fmt: skip
+    assert code == 2 and err == (
+        "kit: error: --as counts docker@a as docker and as podman; give it one name\n"
+    )
+    code, _, err = kit(capsys, "compare", str(a), str(a), "--as", "docker@a=docker@b")
+    assert code == 2 and "--as docker@a=docker@b: " in err and "it would pool them" in err
+
+
+def test_a_selection_key_given_twice_or_a_date_past_the_calendar_is_one_line(tmp_path, capsys):
+    """host=a,host=b kept b alone; --until 9999-12-31 (its day's end) and a year-1 time
+    east of UTC overflowed datetime: an OverflowError traceback."""
+    db = tmp_path / "results.db"
+    for sel, said in (
+        ("host=nodeA,host=nodeB", "'host=nodeA,host=nodeB' gives host twice; a selection "
+         "takes each key once (compare the two as A and B)"),
+        ("until=9999-12-31", "--until '9999-12-31' is out of the calendar's range (years 1 "
+         "to 9999, in UTC); give a date inside it, e.g. 2026-11-01"),
+        ("since=0001-01-01T00:00+01:00", "--since '0001-01-01T00:00+01:00' is out of the "
+         "calendar's range"),
+    ):  # fmt: skip
+        code, _, err = kit(capsys, "compare", sel, "host=nodeB", "--catalogue", str(db))
+        assert code == 2 and err.startswith(f"kit: error: {said}") and err.count("\n") == 1
+    code, _, err = kit(capsys, "history", "x", "--runtime", "docker", "--until", "9999-12-31",
+                       "--catalogue", str(db))  # fmt: skip
+    assert code == 2 and err.startswith("kit: error: --until '9999-12-31' is out of the ")
+
+
 def test_selections_from_the_catalogue(tmp_path, capsys):
     db = tmp_path / "results.db"
     for i, host in enumerate(("nodeA", "nodeA", "nodeB")):
@@ -122,6 +161,28 @@ def test_check_max_overhead_exits_1_only_when_the_interval_is_wholly_beyond(tmp_
     assert code == 2 and "names podman, not an arm of" in err
     code, _, err = kit(capsys, "check", str(d), "--max-overhead", "docker=five")
     assert code == 2 and err.startswith("kit: error: --max-overhead docker 'five' must be a")
+    code, _, err = kit(capsys, "check", str(d), "--max-overhead", "docker=2%,docker=20%")
+    assert code == 2 and err == (  # the last bound silently won: within, exit 0
+        "kit: error: --max-overhead 'docker=2%,docker=20%' bounds docker twice; give each arm "
+        "once\n"
+    )
+
+
+def test_a_gate_that_would_check_nothing_is_refused_not_passed(tmp_path, capsys):
+    """--max-overhead native=5% (the arm overheads are measured against), or a bound on a
+    campaign without native: nothing was checked, an empty line printed, and exit 0."""
+    d = campaign_folder(tmp_path / "d", "c1", 6, {"native": 1.0, "docker": 0.9}, seed=7)
+    code, out, err = kit(capsys, "check", str(d), "--max-overhead", "native=5%")
+    assert (code, out) == (2, "") and err == (
+        "kit: error: --max-overhead bounds native, which every overhead is measured against; "
+        "bound the other arms, e.g. docker=5%\n"
+    )
+    e = campaign_folder(tmp_path / "e", "c2", 6, {"docker": 1.0, "docker@b": 0.9}, seed=7)
+    code, out, err = kit(capsys, "check", str(e), "--max-overhead", "docker@b=5%")
+    assert (code, out) == (2, "") and err == (
+        f"kit: error: --max-overhead: no arm it bounds was compared with native in {e} (arms: "
+        "docker, docker@b); run native beside them\n"
+    )
 
 
 def test_check_against_a_selection_exits_by_where_the_change_lies(tmp_path, capsys):

@@ -39,6 +39,21 @@ BENCHES: dict = _schema.BENCHES
 IMAGES_PER_SEC: Metric = _schema.IMAGES_PER_SEC
 PHASES: dict = _schema.PHASES  # a launch's phases (phases_s), in the order they run
 ANALYSED = ("startup_s", "framework_version", "mpi_library")  # read of every training record
+# What the analysis reads of an ok record where the record holds it (a user's command's
+# and an older benchmark's lack some), so a hand edit is a named line, not a traceback:
+# the types it takes (None where it reads none: a run not compiled), and a list's items'
+NUMBER = (int, float)
+ANALYSED_IF_THERE: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = {
+    "startup_s": ((*NUMBER, type(None)), None),
+    "compile_s": ((*NUMBER, type(None)), None),
+    "compile_isa": ((str, type(None)), None),
+    "framework_version": ((str,), None),
+    "mpi_library": ((str,), None),
+    "step_times_s": ((list, type(None)), NUMBER),
+    "peak_rss_mb": ((list, type(None)), NUMBER),
+    "loss": ((list,), NUMBER),
+    "hosts": ((list, type(None)), None),
+}
 
 
 def get(name: str) -> Bench:

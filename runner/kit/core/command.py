@@ -23,7 +23,7 @@ REDUCTIONS = {
     "last": lambda xs: xs[-1],
     "first": lambda xs: xs[0],
     "sum": sum,
-    "mean": statistics.fmean,
+    "mean": statistics.mean,  # exact: fmean's float sum overflows past 1.8e308 (an error)
     "median": statistics.median,
     "min": min,
     "max": max,

@@ -1,13 +1,17 @@
 """Files kit reads from outside: host lists, Dockerfiles, Slurm site files, a campaign's
 and a preset's settings, manifests and cache metadata, an archive's manifest.
 
-Each is read through here, so a device (/dev/zero), a binary or a hostile file is one
-error line naming the file, never a hang, an out-of-memory or a traceback: at most
-`limit` bytes are read, the text must be UTF-8, and JSON may nest at most JSON_DEPTH
-levels (Python's parser recurses: `[` x 100,000 is a RecursionError, not a ValueError).
+Each is read through here, so a device (/dev/zero), a pipe no one writes to, a binary or a
+hostile file is one error line naming the file, never a hang, an out-of-memory or a
+traceback: at most `limit` bytes are read, the text must be UTF-8, and JSON may nest at
+most JSON_DEPTH levels (Python's parser recurses: `[` x 100,000 is a RecursionError, not a
+ValueError).
 """
 
 import json
+import os
+import select
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,6 +20,7 @@ from kit.core.errors import KitError
 TEXT_LIMIT = 1 << 20  # 1 MiB: a host file (50,000 hosts), a Dockerfile, a Slurm site file
 JSON_LIMIT = 16 << 20  # 16 MiB: campaign.json, preset.json, manifests, cache metadata
 JSON_DEPTH = 64  # levels of nested [ and {; kit's own files nest 4 at most
+PIPE_WAIT = 10.0  # seconds a named pipe may stay silent before it is refused, not waited on
 
 
 class Unreadable(KitError):
@@ -36,12 +41,23 @@ def bounded(f: BinaryIO, what: str, fix: str, limit: int) -> bytes:
 
 
 def read_bytes(path: Path, what: str, fix: str, limit: int = TEXT_LIMIT) -> bytes:
-    """The file's bytes, at most `limit` of them (what: how the message names it)."""
+    """The file's bytes, at most `limit` of them (what: how the message names it). A named
+    pipe is opened without waiting for a writer (open() waits for ever when none comes),
+    then given PIPE_WAIT seconds to say something: a shell's <(...) is read as it writes."""
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            quiet = stat.S_ISFIFO(os.fstat(f.fileno()).st_mode) and not _said(f, PIPE_WAIT)
+            if quiet:
+                raise _fail(what, f"a pipe nothing wrote to in {PIPE_WAIT:g} s", fix)
+            os.set_blocking(f.fileno(), True)
             return bounded(f, what, fix, limit)
     except OSError as e:
         raise _fail(what, f"unreadable ({e.strerror or e})", fix) from None
+
+
+def _said(f: BinaryIO, seconds: float) -> bool:
+    """Whether a pipe has something to read (or its writer has closed it) within seconds."""
+    return bool(select.select([f], [], [], seconds)[0])
 
 
 def text(data: bytes, what: str, fix: str) -> str:

@@ -20,6 +20,7 @@ CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # image, benchmark and package names
 TEXT = re.compile(f"[^{CONTROL}]{{0,500}}")  # one printable line: quoted where rendered
 _CONTROL = re.compile(f"[{CONTROL}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # how Python holds an argument's non-UTF-8 bytes
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,18 @@ def printable(text: str) -> str:
 
 
 def one_line(what: str, value: str) -> str:
-    """value, or a KitError when it holds a control character: a string a user types ends
-    up in a batch script, a file name or a report's markup, where a newline adds a line."""
+    """value, or a KitError when it holds a control character, or bytes that are not UTF-8:
+    a string a user types ends up in a batch script, a file name or a report's markup,
+    where a newline adds a line and such bytes cannot be written (a UnicodeEncodeError)."""
     if _CONTROL.search(value):
         raise KitError(
             f"{what} '{printable(value)}' holds a control character (a line break, a tab, "
             "an escape); give it on one line of printable characters"
+        )
+    if not value.isascii() and _SURROGATE.search(value):  # bytes Python could not decode
+        raise KitError(
+            f"{what} '{value.encode(errors='backslashreplace').decode()}' is not UTF-8 text "
+            "(kit writes it into UTF-8 files: a report, a definition); rename it, or give it "
+            "in UTF-8"
         )
     return value

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from kit.core import inputs, units
+from kit.core import inputs, schema, units
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, size_of
 from kit.image import convert, marks
@@ -62,7 +62,9 @@ def folders(engine_ids: set[str] | None, now: float) -> list[Folder]:
     (engine_ids: engine.image_ids's answer)."""
     found = []
     for path in images_dir().glob("*/*"):
-        if path.is_dir() and not path.name.startswith("."):
+        # a link is no folder kit made: pruning it marked the folder it points to, outside
+        # the cache, and left the link (renamed, as rmtree refuses one) for ever
+        if path.is_dir() and not path.is_symlink() and not path.name.startswith("."):
             try:
                 found.append(_folder(path, engine_ids))
             except FileNotFoundError:  # removed meanwhile (another kit cache prune)
@@ -86,8 +88,8 @@ def _folder(path: Path, engine_ids: set[str] | None) -> Folder:
             products[sub.name] = n
     return Folder(
         path,
-        str(image),
-        digest,
+        schema.printable(str(image)),  # a tag as a metadata file says it: shown on one line
+        schema.printable(digest),
         products,
         size_of(path),
         _last_used(path),

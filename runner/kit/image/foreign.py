@@ -96,6 +96,11 @@ def resolve(source: str) -> Foreign:
     (loaded() loads it), a SIF recognised and hashed."""
     if source.startswith("docker:"):
         ref = source.removeprefix("docker:")
+        if ref and not TAG.fullmatch(ref):  # --privileged would be docker's option, not an image
+            raise KitError(
+                f"--image '{source}': '{ref}' is not an image reference (a name[:tag], an id); "
+                "docker images lists them"
+            )
         info = engine.inspect(ref) if ref else None
         if info is None:
             raise KitError(

@@ -12,8 +12,7 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.results import stats, store
 from kit.results.findings import Analysis
-
-REPORTED = ("title", "question", "baseline", "legs", "published")  # what the report reads
+from kit.run import presets
 
 
 def expand(out_dirs: list[Path]) -> tuple[list[Path], dict | None]:
@@ -37,14 +36,12 @@ def expand(out_dirs: list[Path]) -> tuple[list[Path], dict | None]:
 
 def _legs(out_dir: Path, saved: dict) -> list[Path]:
     """The folders of a preset's legs that hold trials: each leg's, in the preset's order,
-    then each that ran again across a host list."""
-    try:
-        if missing := [key for key in REPORTED if key not in saved]:
-            raise KeyError(missing[0])
-        legs = [(x["name"], bool(x.get("hosts"))) for x in saved["legs"]]
-    except (KeyError, TypeError, AttributeError) as e:
+    then each that ran again across a host list. preset.json is checked as the preset's
+    TOML is (a hand edit: a leg named ../x, a figure without its measure)."""
+    if why := presets.problem(saved, "legs"):
         path = out_dir / store.PRESET_FILE
-        raise KitError(f"{path} is not what a preset's run saves ({e!r}); run it again") from None
+        raise KitError(f"{path} is not what a preset's run saves ({why}); run it again")
+    legs = [(x["name"], bool(x.get("hosts"))) for x in saved["legs"]]
     names = [name for name, _ in legs] + [name + store.NODES for name, across in legs if across]
     return [out_dir / name for name in names if store.has_trials(out_dir / name)]
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -94,7 +95,13 @@ def _not_ours(path: Path, why: str) -> KitError:
 
 def _check_header(path: Path) -> None:
     """Refuse a file that is not a kit catalogue from its first 100 bytes, before SQLite
-    opens it (an empty or missing file is a catalogue not yet made)."""
+    opens it (an empty or missing file is a catalogue not yet made). A folder, a pipe or a
+    device is refused first: open() of a pipe nothing writes to waited for ever."""
+    if path.exists() and not path.is_file():
+        raise KitError(
+            f"the catalogue {path} is not a file (a folder, a pipe or a device); give "
+            "--catalogue the path of a file, or of none yet"
+        )
     try:
         with open(path, "rb") as f:
             head = f.read(100)
@@ -345,7 +352,14 @@ def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
     if not given:
         try:
             with opened(path) as db:
-                given = [Path(f) for (f,) in db.execute("SELECT DISTINCT folder FROM campaigns")]
+                named = db.execute("SELECT DISTINCT folder FROM campaigns").fetchall()
+                given = [Path(f) for (f,) in named if isinstance(f, str)]
+            if len(given) < len(named):  # a row edited to hold a blob: no folder's name
+                print(
+                    f"kit: warning: {len(named) - len(given)} folder(s) the catalogue {path} "
+                    "names are not text (left out; name them: kit results rebuild DIR...)",
+                    file=sys.stderr,
+                )
         except KitError as e:
             raise KitError(f"{e}; name the results folders: kit results rebuild DIR...") from None
         given = [d for d in given if store.has_trials(d)]

@@ -65,6 +65,8 @@ def renames(given: list[str]) -> dict[str, str]:
         arm, sep, name = (x.strip() for x in text.partition("="))
         if not sep or not arm or not name:
             raise KitError(f"--as '{text}' must be ARM=NAME, e.g. docker@cut10=docker")
+        if arm in out:  # the last would silently win
+            raise KitError(f"--as counts {arm} as {out[arm]} and as {name}; give it one name")
         out[arm] = name
     return out
 
@@ -83,10 +85,13 @@ def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
     keeps (screen)."""
     measured = [t for t in s.records if not t.warmup and t.status == "ok"]
     ok, _ = figured([t for t in measured if not benches.is_sweep(t.bench)])
-    arms = {t.runtime for t in ok}
-    for arm, name in renamed.items():
-        if arm in arms and name in arms:
-            raise KitError(f"--as {arm}={name}: {s.label} has both arms; it would pool them")
+    counted: dict[str, list[str]] = defaultdict(list)  # each name, the arms counted as it
+    for arm in sorted({t.runtime for t in ok}):
+        counted[renamed.get(arm, arm)].append(arm)
+    for name, arms in counted.items():
+        if len(arms) > 1:  # docker@a=x and docker@b=x as well as docker@a=docker
+            said = " ".join(f"--as {arm}={name}" for arm in arms if arm != name)
+            raise KitError(f"{said}: {s.label} has {' and '.join(arms)}; it would pool them")
     by_key: dict[Key, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
     for t in ok:
         by_key[Key(**record.key_values(t))][renamed.get(t.runtime, t.runtime)].append(t)

@@ -37,6 +37,8 @@ def bounds(text: str) -> dict[str, float]:
             raise KitError(
                 f"--max-overhead '{text}' must be ARM=PCT[,ARM=PCT], e.g. docker=5%,singularity=3%"
             )
+        if arm in out:  # the last would silently win
+            raise KitError(f"--max-overhead '{text}' bounds {arm} twice; give each arm once")
         out[arm] = units.percent(f"--max-overhead {arm}", pct)
     return out
 
@@ -54,6 +56,11 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
     """Each bounded arm's overhead against native in each configuration, from the report's
     own analysis (its family-adjusted intervals, with the launches it left out put back
     where that widens them)."""
+    if REFERENCE in allowed:  # it checked nothing, and passed
+        raise KitError(
+            f"--max-overhead bounds {REFERENCE}, which every overhead is measured against; "
+            "bound the other arms, e.g. docker=5%"
+        )
     a = analysis.analyse([out_dir], conf)
     arms = {arm.runtime for g in a.groups for arm in g.arms}
     if missing := sorted(allowed.keys() - arms):
@@ -80,6 +87,11 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
                 else stats.Interval(arm.ratio.value - 1, low - 1, high - 1, arm.ratio.coverage)
             )
             out.append(Checked(what, cost, bound, judge(cost, -math.inf, bound)))
+    if not out:  # a gate that checked nothing must not pass
+        raise KitError(
+            f"--max-overhead: no arm it bounds was compared with {REFERENCE} in {out_dir} "
+            f"(arms: {', '.join(sorted(arms))}); run {REFERENCE} beside them"
+        )
     return out
 
 

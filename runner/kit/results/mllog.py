@@ -37,6 +37,7 @@ def lines(t: Trial) -> list[str]:
     result = t.result or {}
     ok = t.status == "ok"
     figure = benches.metric(t.bench, result) if ok else None
+    steps = [_seconds(s) for s in result.get("step_times_s") or []]  # None: skipped, counted
     return _events.run(
         SOURCE,
         {
@@ -45,14 +46,24 @@ def lines(t: Trial) -> list[str]:
             "submission_status": "research",
         },
         t.batch_size * t.ranks,
-        t0 + int(1000 * (result.get("startup_s") or 0)),
-        t0 + int(1000 * (t.wall_s or 0)),
-        result.get("step_times_s") or [],
+        t0 + int(1000 * (_seconds(result.get("startup_s")) or 0)),
+        t0 + int(1000 * (_seconds(t.wall_s) or 0)),
+        steps,
         ok,
         init_start_ms=t0,
         throughput=(result.get(figure.key), figure.unit) if figure else None,
         runtime=t.runtime,
     )
+
+
+LONGEST_S = 1e9  # seconds (31 years): more is no time a trial took
+
+
+def _seconds(value: object) -> float | None:
+    """A record's seconds as the log times them, or None: no positive number (a failed
+    trial's result is as its benchmark printed it: "1.5" was a ValueError), or past
+    LONGEST_S (a hand edit's 1e308 overflowed the log's milliseconds)."""
+    return value if _events.timed(value) and value < LONGEST_S else None
 
 
 def export(out_dir: Path, to: Path | None) -> Path:

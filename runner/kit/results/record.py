@@ -20,7 +20,7 @@ import typing
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from kit.launch.hosts import HOSTS_LABEL
 
@@ -199,10 +199,13 @@ def spread_over(t: Trial) -> tuple[int, str]:
 
 
 def started(t: Trial) -> datetime | None:
-    """When the trial started (its `started` label), or None where it does not say."""
+    """When the trial started (its `started` label, in UTC where it names a zone), or None
+    where it does not say: a hand-edited time past the calendar in UTC (year 1 east of it)
+    was an OverflowError as the catalogue added it."""
     try:
-        return datetime.fromisoformat(t.started)
-    except (TypeError, ValueError):
+        when = datetime.fromisoformat(t.started)
+        return when if when.tzinfo is None else when.astimezone(UTC)
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -9,7 +9,7 @@ start, in UTC.
 
 import sqlite3
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -79,13 +79,18 @@ def moment(flag: str, text: str, end: bool = False) -> str:
     with end, a bare date means the end of that day."""
     try:
         when = datetime.fromisoformat(text.strip())
+        if end and len(text.strip()) == 10:
+            when += timedelta(days=1)
+        return utc_text(when)
     except ValueError:
         raise KitError(
             f"{flag} '{text}' is not a date or time; give e.g. 2026-11-01 or 2026-11-01T14:00"
         ) from None
-    if end and len(text.strip()) == 10:
-        when += timedelta(days=1)
-    return utc_text(when)
+    except OverflowError:  # the day after 9999-12-31, or year 1 moved to UTC
+        raise KitError(
+            f"{flag} '{text}' is out of the calendar's range (years 1 to 9999, in UTC); "
+            "give a date inside it, e.g. 2026-11-01"
+        ) from None
 
 
 def selection(**given: str | None) -> Selection:
@@ -113,6 +118,11 @@ def parse(text: str) -> Selection:
                 f"(keys: {', '.join(k.replace('_', '-') for k in FILTERS)}), e.g. "
                 "host=nodeA,since=2026-11-01"
             )
+        if name in given:  # host=a,host=b: one would silently win
+            raise KitError(
+                f"'{text}' gives {name.replace('_', '-')} twice; a selection takes each key "
+                "once (compare the two as A and B)"
+            )
         given[name] = value.strip()
     return selection(**given)
 
@@ -132,14 +142,28 @@ class Listed:
 
 
 def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
-    """The selected campaigns, oldest first."""
+    """The selected campaigns, oldest first; a row edited since it was added to hold a
+    value of another type (SQLite keeps a blob in a text column) is named on stderr and
+    left out, as an edited trial row is (records)."""
     where, args = sel.where()
     rows = db.execute(
         "SELECT c.id, c.campaign, c.started, c.image, c.preset, c.hosts, c.arms, c.trials,"
         f" c.ok, c.folder FROM campaigns c WHERE {where} ORDER BY c.started, c.id",
         args,
     )
-    return [Listed(*row) for row in rows]
+    out = []
+    for row in rows:
+        columns = zip(fields(Listed), row, strict=True)
+        if bad := next((f for f, value in columns if not isinstance(value, f.type)), None):
+            print(
+                f"kit: warning: the catalogue's campaign {row[0]}: its {bad.name} is not "
+                f"{'text' if bad.type is str else 'a whole number'} (left out; kit results "
+                "rebuild DIR... reads the folders again)",
+                file=sys.stderr,
+            )
+        else:
+            out.append(Listed(*row))
+    return out
 
 
 def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:

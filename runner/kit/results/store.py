@@ -64,6 +64,14 @@ def shape_problem(record: object) -> str | None:
     for name, want in benches.analysed(record["bench"], result):
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"
+    for name, (want, items) in benches.ANALYSED_IF_THERE.items():
+        value = result.get(name)
+        if name not in result:
+            continue
+        if not _kind(value, want) or (
+            items and isinstance(value, list) and not all(_kind(x, items) for x in value)
+        ):
+            return f"result field '{name}' is of the wrong type"
     return None
 
 
@@ -87,8 +95,9 @@ def writable(out_dir: Path, dry_run: bool = False) -> None:
 
 def _finite(value: object, at: str, bad: list[str]) -> object:
     """value with each float JSON has no number for (NaN, an infinity) made None, and its
-    field's path (result.loss[3]) added to bad."""
-    if isinstance(value, float) and not math.isfinite(value):
+    field's path (result.loss[3]) added to bad. An int past a float's range (JSON spells
+    one in 400 digits) counts as an infinity: a median or a ratio of it overflows."""
+    if (isinstance(value, float) and not math.isfinite(value)) or _past_float(value):
         bad.append(at)
         return None
     if isinstance(value, dict):
@@ -96,6 +105,11 @@ def _finite(value: object, at: str, bad: list[str]) -> object:
     if isinstance(value, list | tuple):
         return [_finite(v, f"{at}[{i}]", bad) for i, v in enumerate(value)]
     return value
+
+
+def _past_float(value: object) -> bool:
+    """An int no float holds (bool is an int, and holds)."""
+    return isinstance(value, int) and abs(value) > sys.float_info.max
 
 
 def _fileable(record: dict) -> dict:
@@ -155,8 +169,9 @@ def save_log(out_dir: Path, name: str, text: str) -> str:
     return str(path.relative_to(out_dir))
 
 
-# What may spell a float JSON has no number for: NaN, Infinity, an exponent past 1e308
-NOT_A_NUMBER = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}")
+# What may spell a float JSON has no number for: NaN, Infinity, an exponent past 1e308,
+# an int of 309 digits or more
+NOT_A_NUMBER = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}|[0-9]{309}")
 
 
 def checked(text: str, cut: bool = False) -> tuple[dict, str | None]:

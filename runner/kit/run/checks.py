@@ -195,12 +195,17 @@ def runtime_options(specs: list[str], chosen: list[Runtime]) -> dict[str, list[s
         name, sep, arg = spec.partition(":")
         if not sep or not arg:
             raise KitError(f"--runtime-arg '{spec}' must be RUNTIME:ARG, e.g. docker:--cpus=1.5")
-        arm = runtimes.get(name).arm
-        if arm not in arms:
+        rt = runtimes.get(name)
+        if rt.arm not in arms:
             raise KitError(
-                f"--runtime-arg '{spec}' names '{arm}', not in --runtime {','.join(arms)}"
+                f"--runtime-arg '{spec}' names '{rt.arm}', not in --runtime {','.join(arms)}"
             )
-        out.setdefault(arm, []).append(arg)
+        if not rt.product:  # native: no runtime to pass it to; its records would say it was
+            raise KitError(
+                f"--runtime-arg '{spec}': {rt.arm} runs on the host, with no container runtime "
+                "to take options; drop it"
+            )
+        out.setdefault(rt.arm, []).append(arg)
     return out
 
 

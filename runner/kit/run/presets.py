@@ -17,10 +17,12 @@ the most nodes.
 """
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kit.core import inputs, schema
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.results import store
@@ -28,7 +30,18 @@ from kit.results.findings import REFERENCE
 from kit.run import options
 from kit.run.checks import RunRequest, given
 
-KINDS = ("ratio", "bench_ratio", "efficiency", "io_overhead", "oom", "elsewhere")
+# Each kind of measure a published figure names: the keys the report reads of it, by type
+MEASURES: dict[str, dict[str, type]] = {
+    "ratio": {"arm": str, "over": str},
+    "bench_ratio": {"bench": str, "over": str, "runtime": str},
+    "efficiency": {"runtime": str},
+    "io_overhead": {"runtime": str},
+    "oom": {"batch_size": int},
+    "elsewhere": {"why": str},
+}
+KINDS = tuple(MEASURES)
+# What any measure may narrow its figure to (bench and image: a comma-separated list)
+FILTERS = {"bench": str, "image": str, "model": str, "data": str, "ranks": int, "batch_size": int}
 
 
 @dataclass(frozen=True)
@@ -75,28 +88,103 @@ def load(name: str) -> Preset:
     path = folder() / f"{name}.toml"
     if name not in names():  # a name, never a path: --preset and preset.json give it
         raise KitError(f"no preset '{name}' (known: {', '.join(names())}); see kit presets")
+    fix = "compare it with the others"
+    text = inputs.read_text(path, f"preset {path}", fix)
     try:
-        raw = tomllib.loads(path.read_text())
-        legs = [
-            Leg(x["name"], x["image"], list(x["args"]), list(x["full"]), list(x.get("hosts", [])))
-            for x in raw["leg"]
-        ]
-        published = [Published(**x) for x in raw.get("published", [])]
-        preset = Preset(
-            name,
-            raw["title"],
-            raw["question"],
-            int(raw["minutes"]),
-            raw["baseline"],
-            legs,
-            published,
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise KitError(f"preset {path} is malformed ({e!r}); compare it with the others") from None
-    for p in published:
-        if p.measure.get("kind") not in KINDS:
-            raise KitError(f"preset {path}: '{p.claim}' has no measure kind ({', '.join(KINDS)})")
-    return preset
+        raw = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as e:  # tomllib recurses into arrays
+        raise KitError(f"preset {path} is not TOML ({e}); {fix}") from None
+    if why := problem(raw, "leg"):
+        raise KitError(f"preset {path}: {why}; {fix}")
+    legs = [
+        Leg(x["name"], x["image"], list(x["args"]), list(x["full"]), list(x.get("hosts", [])))
+        for x in raw["leg"]
+    ]
+    published = [Published(**x) for x in raw["published"]]
+    return Preset(
+        name, raw["title"], raw["question"], raw["minutes"], raw["baseline"], legs, published
+    )
+
+
+def problem(raw: object, legs: str) -> str | None:
+    """Why a preset's settings are not ones kit runs and reports, or None: its TOML (legs
+    under "leg"), or the preset.json its run saved (under "legs"), which a hand may edit. A
+    leg's name is its folder, OUT/LEG: a name, never a path."""
+    if not isinstance(raw, dict):
+        return f"a JSON {type(raw).__name__}, not a preset's settings"
+    for key in ("title", "question", "baseline"):
+        if not isinstance(raw.get(key), str):
+            return f"{key} is missing or not a text"
+    minutes = raw.get("minutes")
+    if not isinstance(minutes, int) or isinstance(minutes, bool) or minutes < 1:
+        return f"minutes {minutes!r} is not a whole number above 0"
+    if not isinstance(raw.get(legs), list) or not raw[legs]:
+        return f"{legs} is missing or not a list of legs"
+    for leg in raw[legs]:
+        if why := _leg_problem(leg):
+            return why
+    if len({leg["name"] for leg in raw[legs]}) < len(raw[legs]):
+        return "two legs have one name (one folder, OUT/LEG)"
+    if not isinstance(raw.get("published"), list):
+        return "published is missing or not a list of figures"
+    for figure in raw["published"]:
+        if why := _published_problem(figure):
+            return why
+    return None
+
+
+def _leg_problem(leg: object) -> str | None:
+    if not isinstance(leg, dict):
+        return f"a leg is a {type(leg).__name__}, not a table"
+    name = leg.get("name")
+    if not isinstance(name, str) or not schema.NAME.fullmatch(name):
+        return f"leg name {name!r} is not a folder's name (it must match {schema.NAME.pattern})"
+    if not isinstance(leg.get("image"), str):
+        return f"leg {name}: image is missing or not a text"
+    for key in ("args", "full", "hosts"):
+        value = leg.get(key, [] if key == "hosts" else None)
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            return f"leg {name}: {key} is missing or not a list of texts"
+    return None
+
+
+def _published_problem(figure: object) -> str | None:
+    if not isinstance(figure, dict) or not isinstance(figure.get("claim"), str):
+        return "a published figure is not a table with its claim"
+    said = f"published '{figure['claim']}'"
+    if unknown := sorted(figure.keys() - {f.name for f in dataclasses.fields(Published)}):
+        return f"{said}: unknown key(s) {', '.join(map(str, unknown))}"
+    for key in ("unit", "setting", "source"):
+        if not isinstance(figure.get(key), str):
+            return f"{said}: {key} is missing or not a text"
+    if not isinstance(figure.get("value"), str) and not _finite(figure.get("value")):
+        return f"{said}: value is neither a finite number nor the claim's words"
+    if figure.get("expect") is not None and not _finite(figure["expect"]):
+        return f"{said}: expect is not a finite number"
+    m = figure.get("measure")
+    if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in MEASURES:
+        return f"{said} has no measure kind ({', '.join(KINDS)})"
+    wanted = MEASURES[m["kind"]]
+    if missing := sorted(wanted.keys() - m.keys()):
+        return f"{said}: a {m['kind']} measure names {', '.join(missing)}"
+    for key, value in m.items():
+        kind = wanted.get(key) or FILTERS.get(key) or (str if key == "kind" else None)
+        if kind is None:
+            known = ", ".join(["kind", *wanted, *(k for k in FILTERS if k not in wanted)])
+            return f"{said}: unknown measure key {key!r} (known: {known})"
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"{said}: measure {key} {value!r} is not a {kind.__name__}"
+    return None
+
+
+def _finite(value: object) -> bool:
+    """A number the report can print and compare (an int too long for a float is none)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def legs(preset: Preset, across: bool) -> list[Leg]:

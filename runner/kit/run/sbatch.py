@@ -3,6 +3,7 @@ order and not submitted, for sites that submit through their own tooling."""
 
 from pathlib import Path
 
+from kit.core.errors import KitError
 from kit.image.recipes import Recipe
 from kit.launch import launchers, slurm
 from kit.run import campaign, trial
@@ -31,3 +32,15 @@ def emit(
         path, _ = writer.write(rt, prep, job, trial.title(recipe, rt, job, p.config))
         paths_out.append(path)
     return paths_out
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse a folder holding an earlier emission's scripts (a link named as one too): an
+    emission of fewer trials left the rest beside the new ones, and `sbatch DIR/*.sbatch`
+    submitted them all; a link was written through, to the file it names."""
+    earlier = sorted(folder.glob("kit-*.sbatch")) if folder.is_dir() else []
+    if earlier:
+        raise KitError(
+            f"--emit '{folder}' holds {len(earlier)} sbatch script(s) of an earlier emission "
+            f"({earlier[0].name}, ...); remove them, or choose another folder"
+        )

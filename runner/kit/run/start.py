@@ -18,6 +18,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
     out = q.out or store.new_folder(c.recipe.name)
     if q.emit:  # the scripts' folder, not --out, is what the emission writes
         paths.make_dir(q.emit, "--emit", dry_run=q.dry_run)
+        sbatch.check_folder(q.emit)
     if q.dry_run:  # what the run would refuse before its first trial, in its order, now
         if not q.emit:
             lock.check_out(out)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kit.core import command
+from kit.core import command, readers
 from kit.core.errors import KitError
 
 
@@ -62,6 +62,20 @@ def test_no_finite_figure_and_too_many_matches_are_reasons(monkeypatch):
     assert read(cmd(), OUT * 2) == (
         r"--metric 'throughput: (?P<throughput>[0-9.]+) samples/s' matched more than 3 times; "
         "match only the lines that give the figure (one a rank, or an epoch)"
+    )
+
+
+def test_a_mean_of_figures_near_the_float_limit_is_their_mean_and_a_sum_past_it_is_none():
+    """Two matches of 1.7e308: fmean's sum of them overflowed (an OverflowError mid-
+    campaign); their mean is 1.7e308, and their sum, an infinity, is no figure."""
+    big = f"throughput: 17{'0' * 307} samples/s\n" * 2  # 1.7e308 in the pattern's digits
+    assert read(cmd("mean"), big)["value"] == 1.7e308
+    reader = cmd("sum").reader()
+    for line in big.splitlines():
+        reader.line(line)
+    assert readers.read_result(reader) == (
+        None,
+        "metric 'throughput' read inf: a figure must be finite and above 0",
     )
 
 

@@ -1,8 +1,12 @@
 """Files from outside, read through one bounded reader: a device, a binary or a hostile
 JSON file is one error line, never a hang, an out-of-memory or a traceback."""
 
+import contextlib
 import io
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,44 @@ def test_a_device_is_read_no_further_than_the_cap():
     assert str(e.value) == (
         "--hostfile /dev/zero: larger than 1 MiB, the most kit reads of it; give a text file"
     )
+
+
+def _unblock(fifo: Path, after: float) -> None:
+    """Open fifo for writing after a while, then close it: a reader still waiting in open()
+    (as before PIPE_WAIT) gets its end of file, so a test of it fails rather than hangs."""
+    time.sleep(after)
+    with contextlib.suppress(OSError):  # ENXIO: no reader waits any more
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_pipe_no_one_writes_to_is_one_line_not_a_hang(tmp_path, monkeypatch):
+    """open() of a named pipe waits for a writer for ever: kit run --hostfile FIFO hung."""
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(inputs, "PIPE_WAIT", 0.2)
+    threading.Thread(target=_unblock, args=(fifo, 3.0), daemon=True).start()
+    began = time.monotonic()
+    with pytest.raises(inputs.Unreadable) as e:
+        inputs.read_text(fifo, f"--hostfile {fifo}", "give a text file")
+    assert time.monotonic() - began < 2.0
+    assert str(e.value) == f"--hostfile {fifo}: a pipe nothing wrote to in 0.2 s; give a text file"
+
+
+def test_a_pipe_is_read_as_its_writer_writes(tmp_path):
+    """A shell's <(...) or a writer that comes a little later: read whole, to its end."""
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        time.sleep(0.2)
+        with open(fifo, "w") as f:
+            f.write("n1\n")
+            f.flush()
+            time.sleep(0.2)
+            f.write("n2\n")
+
+    threading.Thread(target=write, daemon=True).start()
+    assert inputs.read_text(fifo, "f", "") == "n1\nn2\n"
 
 
 def test_the_cap_is_the_last_byte_read(tmp_path):

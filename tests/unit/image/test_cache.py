@@ -213,6 +213,23 @@ def test_prune_clears_what_a_killed_removal_left(tree):
     assert not left.exists()
 
 
+def test_a_link_in_the_cache_is_not_pruned_through_and_a_tag_shows_on_one_line(tree, tmp_path):
+    """A link where an image folder goes: prune marked the folder it points to (outside the
+    cache), said it removed it, and left the link renamed for ever. A tag from a metadata
+    file holding a newline added a line to kit cache ls."""
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    (outside / "keep").mkdir(parents=True)
+    link = cache.images_dir() / "pytorch-mpich" / ("e" * 16)
+    link.symlink_to(outside)
+    manifest = tree["a"] / "manifest.json"
+    manifest.write_text(json.dumps({"digest": digest("a"), "tag": "kit/a\nINJECTED"}))
+    text = cache.listing(None).splitlines()
+    assert len(text) == 7 and "kit/a\\nINJECTED" in text[1]  # 4 folders, head, total, ENGINE ?
+    said = cache.prune(cache.Rules.of(0, None, None), dry_run=False, now=NOW)
+    assert names(said) == ["a", "b", "c", "d"]
+    assert link.is_symlink() and sorted(p.name for p in outside.iterdir()) == ["keep"]
+
+
 def test_a_folder_with_no_stamp_was_last_used_when_it_last_changed(tree):
     (tree["d"] / marks.LAST_USED).unlink()
     os.utime(tree["d"], (NOW - 90 * DAY, NOW - 90 * DAY))

@@ -58,6 +58,21 @@ def test_a_bogus_manifest_is_refused_before_docker_load(tmp_path, manifest, said
     )
 
 
+@pytest.mark.parametrize("ref", ["--privileged", "-v/:/host", "a b", "x;rm -rf ~"])
+def test_an_engine_reference_that_is_no_image_name_is_refused_before_docker_sees_it(
+    ref, monkeypatch
+):
+    """docker:--privileged reached `docker image inspect --privileged` (an unknown flag, said
+    as an engine that did not answer) and would have been an option of docker run."""
+    monkeypatch.setattr(foreign.engine, "inspect", lambda r: pytest.fail(f"inspected {r!r}"))
+    with pytest.raises(KitError) as e:
+        foreign.resolve(f"docker:{ref}")
+    assert str(e.value) == (
+        f"--image 'docker:{ref}': '{ref}' is not an image reference (a name[:tag], an id); "
+        "docker images lists them"
+    )
+
+
 @pytest.fixture
 def image(tmp_path, monkeypatch):
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))

@@ -154,3 +154,33 @@ def test_a_step_time_that_is_no_positive_number_is_left_out_keeping_the_step_num
     lines = mllog_lines.run("k", {}, 8, 0, 1000, [0.5, bad, 0.25], True)
     stats = [json.loads(x.removeprefix(mllog_lines.PREFIX)) for x in lines if "tracked" in x]
     assert [(s["metadata"]["step"], s["time_ms"]) for s in stats] == [(1, 500), (3, 750)]
+
+
+@pytest.mark.parametrize("bad", ["1.5", [1], None, -2.0])
+def test_a_failed_trials_start_up_that_is_no_number_is_exported_without_one(bad, tmp_path):
+    """A failed trial's result is as its benchmark printed it (the store checks an ok one's
+    fields): a start-up of "1.5" was a ValueError traceback in kit export."""
+    d = campaign_folder(tmp_path / "c", "c1", 1, {"native": 1.0})
+    line = json.loads((d / store.FILE).read_text())
+    line |= {"status": "failed", "cause": "exit 1", "result": {"startup_s": bad}}
+    (d / store.FILE).write_text(json.dumps(line) + "\n")
+    assert cli.main(["export", str(d)]) == 0
+    (path,) = (d / "mllog").iterdir()
+    by_key = parsed(path)
+    assert by_key["init_stop"][0].timestamp == by_key["init_start"][0].timestamp
+
+
+def test_seconds_past_any_trials_time_are_exported_as_none(tmp_path):
+    """A hand edit's wall_s or step time of 1e308 s overflowed the log's milliseconds (an
+    OverflowError traceback in kit export): the wall time is then unknown, and the step
+    left out keeping the numbers of the others."""
+    d = campaign_folder(tmp_path / "c", "c1", 1, {"native": 1.0})
+    line = json.loads((d / store.FILE).read_text())
+    line["wall_s"] = 1e308
+    line["result"]["step_times_s"] = [0.5, 1e308, 0.25]
+    (d / store.FILE).write_text(json.dumps(line) + "\n")
+    assert cli.main(["export", str(d)]) == 0
+    (path,) = (d / "mllog").iterdir()
+    by_key = parsed(path)
+    assert [x.value["metadata"]["step"] for x in by_key["tracked_stats"]] == [1, 3]
+    assert by_key["run_stop"][0].timestamp == by_key["init_start"][0].timestamp

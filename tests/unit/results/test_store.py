@@ -73,6 +73,47 @@ def test_bad_lines_are_named_skipped_and_counted(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("startup_s", "1.5"),
+        ("compile_s", [1]),
+        ("loss", 5),
+        ("loss", [0.5, "x"]),
+        ("step_times_s", [0.1, "x"]),
+        ("peak_rss_mb", [True]),
+        ("framework_version", 5),
+        ("hosts", "n1"),
+    ],
+)
+@pytest.mark.parametrize("bench", ["torch-cnn", "cmd"])
+def test_a_field_the_analysis_reads_of_the_wrong_type_is_a_named_line(
+    tmp_path, capsys, field, value, bench
+):
+    """Fields the analysis reads where a record holds them (a user's command's has none of
+    them; compile_s only a compiled run's) were not checked: a list of loss holding "x", a
+    start-up of "1.5" in a command's result were tracebacks in kit report."""
+    declared = {"key": "value", "name": "rate", "unit": "", "higher_is_better": True}
+    for i in range(6):
+        for j, arm in enumerate(("native", "docker")):
+            r = record(arm, 100.0 + i + j, index=2 * i + j, repeat=i)
+            if bench == "cmd":
+                r |= {"bench": "cmd", "model": "-"}
+                r["result"] = {"schema": "kit.command/1", "bench": "cmd", "metric": declared,
+                               "value": 100.0 + i + j}  # fmt: skip
+            r["result"] |= {field: value} if i == 5 and j == 1 else {}
+            store.append(tmp_path, r)
+    a = analysis.analyse([tmp_path])
+    required = bench != "cmd" and field in ("startup_s", "framework_version")  # said before
+    said = "is missing or of the wrong type" if required else "is of the wrong type"
+    why = f"{tmp_path / store.FILE}:12: result field '{field}' {said}"
+    assert (a.ok, a.skipped) == (11, [why])
+    assert capsys.readouterr().err == f"kit: warning: {why} (skipped)\n"
+    from kit.report import writers
+
+    assert "## " in writers.render(a, "md")  # the report of the rest, no traceback
+
+
 def test_report_header_counts_skipped_lines(tmp_path):
     for i in range(6):
         store.append(tmp_path, record("native", 100.0 + i, index=i))
@@ -283,9 +324,10 @@ def test_a_record_holding_nan_or_an_infinity_is_filed_with_the_fields_named_neve
     assert store.read(tmp_path / store.FILE).problems == []
 
 
-@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999", "1" + "0" * 400])
 def test_a_hand_edited_nan_or_infinity_is_one_warning_naming_file_and_line(tmp_path, capsys, token):
-    """json.loads reads NaN, Infinity and 1e999 (as an infinity): the store does not."""
+    """json.loads reads NaN, Infinity and 1e999 (as an infinity): the store does not; nor an
+    int no float holds (its median was an OverflowError in kit report)."""
     path = tmp_path / store.FILE
     for i in range(4):
         store.append(tmp_path, record("native", 5.0 + i, index=i))

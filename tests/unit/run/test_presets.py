@@ -1,6 +1,7 @@
 """Presets: their exact expansion into campaigns, and published figures beside ours."""
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -103,6 +104,75 @@ def test_every_preset_lists_and_plans(capsys):
             for args in (leg.args, leg.full, *([leg.hosts] if leg.hosts else [])):
                 assert cli.main(["run", leg.image, *args, "--dry-run"]) == 0, (name, args)
     capsys.readouterr()
+
+
+GRPC = presets.folder() / "osu2018-grpc.toml"
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (('name = "grpc-and-mpi"', 'name = "../../elsewhere"'),
+         "leg name '../../elsewhere' is not a folder's name (it must match "),
+        (("minutes = 2", "minutes = inf"), "minutes inf is not a whole number above 0"),
+        (('measure = { kind = "elsewhere", why = "it compares an RDMA transport with TCP; '
+          'here gRPC runs over TCP only (no InfiniBand, no AR-gRPC)" }', 'measure = "ratio"'),
+         "published 'RDMA gRPC (AR-gRPC) point-to-point bandwidth over gRPC on IPoIB and "
+         "Ethernet' has no measure kind (ratio, "),
+        (('kind = "elsewhere", why', 'kind = "ratio", why'),
+         "Ethernet': a ratio measure names arm, over"),
+        (('args = ["--runtime"', 'args = [2, "--runtime"'),
+         "leg grpc-and-mpi: args is missing or not a list of texts"),
+        (("[[published]]", '[[leg]]\nname = "grpc-and-mpi"\nimage = "x"\nargs = []\nfull = []'
+          "\n\n[[published]]"), "two legs have one name"),
+    ],
+)  # fmt: skip
+def test_a_preset_file_edited_by_hand_is_one_line_naming_what_is_wrong(
+    edit, said, tmp_path, monkeypatch, capsys
+):
+    """A leg named as a path put its results outside the preset's folder; minutes = inf
+    (an OverflowError), a measure that is no table (an AttributeError) or a list of
+    numbers for args were tracebacks; a measure lacking what its kind reads failed in the
+    report; two legs of one name shared one folder."""
+    folder = tmp_path / "recipes" / "presets"
+    folder.mkdir(parents=True)
+    text = GRPC.read_text()
+    assert edit[0] in text
+    (folder / "osu2018-grpc.toml").write_text(text.replace(edit[0], edit[1], 1))
+    monkeypatch.setenv("KIT_ROOT", str(tmp_path))
+    assert cli.main(["presets"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kit: error: preset {folder}/osu2018-grpc.toml: ") and said in err
+    assert err.endswith("; compare it with the others\n") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda p: p["legs"][0].update(name=5), "leg name 5 is not a folder's name"),
+        (lambda p: p["legs"][0].update(name="../elsewhere"), "leg name '../elsewhere' is not "),
+        (lambda p: p["published"][0].pop("measure"), "has no measure kind"),
+        (lambda p: p["published"][0]["measure"].update(kind=[1]), "has no measure kind"),
+        (lambda p: p["published"][0].update(value=[1]), "value is neither a finite number"),
+        (lambda p: p.update(baseline=["native"]), "baseline is missing or not a text"),
+    ],
+)
+def test_a_preset_json_edited_by_hand_is_one_line_naming_what_is_wrong(edit, said, tmp_path):
+    """A leg named 5 was a TypeError traceback; one named ../elsewhere reported the trials of
+    a folder outside the preset's; a figure without its measure was a KeyError traceback."""
+    out = tmp_path / "preset"
+    presets.save(presets.load("osu2018-grpc"), out, full=False)
+    (tmp_path / "elsewhere").mkdir()
+    for i in range(4):
+        store.append(out / "grpc-and-mpi", record("docker", 5.0, index=i))
+        store.append(tmp_path / "elsewhere", record("docker", 5.0, index=i))
+    saved = json.loads((out / store.PRESET_FILE).read_text())
+    edit(saved)
+    (out / store.PRESET_FILE).write_text(json.dumps(saved))
+    with pytest.raises(KitError) as e:
+        writers.write([out], "md", 0.95, False)
+    assert str(e.value).startswith(f"{out / store.PRESET_FILE} is not what a preset's run saves")
+    assert said in str(e.value) and str(e.value).endswith("; run it again")
 
 
 def test_a_host_list_runs_the_legs_that_say_how_across_nodes_a_second_time(tmp_path, capsys):
