@@ -141,6 +141,15 @@ class Listed:
     folder: str
 
 
+def _left_out(row: str, why: str) -> None:
+    """Name on stderr a catalogue row edited since it was added, which is left out."""
+    print(
+        f"kit: warning: the catalogue's {row}: {why} (left out; kit results rebuild DIR... "
+        "reads the folders again)",
+        file=sys.stderr,
+    )
+
+
 def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
     """The selected campaigns, oldest first; a row edited since it was added to hold a
     value of another type (SQLite keeps a blob in a text column) is named on stderr and
@@ -155,12 +164,8 @@ def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
     for row in rows:
         columns = zip(fields(Listed), row, strict=True)
         if bad := next((f for f, value in columns if not isinstance(value, f.type)), None):
-            print(
-                f"kit: warning: the catalogue's campaign {row[0]}: its {bad.name} is not "
-                f"{'text' if bad.type is str else 'a whole number'} (left out; kit results "
-                "rebuild DIR... reads the folders again)",
-                file=sys.stderr,
-            )
+            kind = "text" if bad.type is str else "a whole number"
+            _left_out(f"campaign {row[0]}", f"its {bad.name} is not {kind}")
         else:
             out.append(Listed(*row))
     return out
@@ -179,11 +184,7 @@ def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:
         for row, text in rows:
             record, problem = store.checked(text) if isinstance(text, str) else ({}, "not text")
             if problem:
-                print(
-                    f"kit: warning: the catalogue's trial {row}: {problem} (left out; "
-                    "kit results rebuild reads the folders again)",
-                    file=sys.stderr,
-                )
+                _left_out(f"trial {row}", problem)
             else:
                 out.append(Trial.from_json(record))
     return out
