@@ -108,7 +108,9 @@ def test_compare_finds_the_quota_lifted_and_no_change_between_the_native_arms(ca
     assert docker["interval"]["value"] > 1.3 and docker["interval"]["high"] > 1, docker
     assert not docker["verdict"].startswith("changed by -"), docker
     assert not twin["verdict"].startswith("changed by"), twin
-    assert twin["rounds"][1] == UNCUT_ROUNDS
+    # every round read, but for one whose launch was left out on recorded outside load
+    lost = any(a["disturbed"] for a in arms(uncut).values())
+    assert twin["rounds"][1] == UNCUT_ROUNDS or (lost and twin["rounds"][1] < UNCUT_ROUNDS)
 
 
 def test_the_gate_fails_the_cut_campaign_and_passes_the_uncut_one(campaign, uncut):

@@ -331,7 +331,7 @@ def test_this_process_fingerprint_is_small_and_names_its_own_libraries():
     mapped = {name for names in fp["libraries"].values() for name in names}
     assert any(name.startswith("libc.so") for name in mapped)
     assert fp["limits"]["affinity"] and fp["threads"]["process"] >= 1
-    assert len(json.dumps(fp)) < 16384 and fp["took_ms"] < 1000
+    assert len(json.dumps(fp)) < 16384
 
 
 def test_every_record_a_benchmark_prints_carries_its_fingerprint():

@@ -36,11 +36,11 @@ def test_a_pipe_no_one_writes_to_is_one_line_not_a_hang(tmp_path, monkeypatch):
     fifo = tmp_path / "hosts"
     os.mkfifo(fifo)
     monkeypatch.setattr(inputs, "PIPE_WAIT", 0.2)
-    threading.Thread(target=_unblock, args=(fifo, 3.0), daemon=True).start()
-    began = time.monotonic()
+    # The writer comes long after the wait: a read that waited for it returns its end of
+    # file, not Unreadable, however loaded the machine (no clock is read here).
+    threading.Thread(target=_unblock, args=(fifo, 30.0), daemon=True).start()
     with pytest.raises(inputs.Unreadable) as e:
         inputs.read_text(fifo, f"--hostfile {fifo}", "give a text file")
-    assert time.monotonic() - began < 2.0
     assert str(e.value) == f"--hostfile {fifo}: a pipe nothing wrote to in 0.2 s; give a text file"
 
 

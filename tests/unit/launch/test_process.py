@@ -148,17 +148,20 @@ def test_interrupt_stops_whole_tree_and_reports_interrupted(tmp_path, monkeypatc
         """Not on a clock: Ctrl-C once the watch has seen the escaped child (the spy's file),
         as a slow first look would otherwise leave it unseen, hence running, by chance."""
         seen, deadline = tmp_path / "seen", time.monotonic() + 120
-        while not seen.exists() and time.monotonic() < deadline:
+        while not seen.exists() and time.monotonic() < deadline and not over.is_set():
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
+        if not over.is_set():  # a run that already ended must not Ctrl-C a later test
+            os.kill(os.getpid(), signal.SIGINT)
 
     # A job a non-interactive shell starts in the background ignores SIGINT, and so would
     # this test process: Ctrl-C's own handler for the test's duration.
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    over = threading.Event()
     threading.Thread(target=ctrl_c_once_seen, daemon=True).start()
     try:
         out, cleaned = run_escaper(300, 60, f"t-int-{ME}", tmp_path, monkeypatch)
     finally:
+        over.set()
         signal.signal(signal.SIGINT, before)
     assert out.status == "interrupted"
     assert cleaned == [True]
@@ -233,11 +236,12 @@ def test_parse_result_takes_last_bench_record():
     assert readers.parse_result("{not json\n") is None
 
 
-# The launcher starts a mount daemon through a parent that exits a second later (as an
-# Apptainer that died before stopping its squashfuse_ll), then waits for the daemon, as
+# The launcher starts a mount daemon through a parent that exits 4 s later (as an
+# Apptainer that died before stopping its squashfuse_ll; the watch, looking every 0.25 s,
+# must see the parent alive at least once even on a loaded host), then waits for it, as
 # mpirun waits for the pipes such a daemon holds. Without kit stopping it: the timeout.
 ORPHAN = r"""
-( "$1" 300 & echo $! > "$2"; sleep 1 )
+( "$1" 300 & echo $! > "$2"; sleep 4 )
 while [ -d /proc/$(cat "$2") ] && ! grep -q '^State:.*Z' /proc/$(cat "$2")/status; do
   sleep 0.2
 done
@@ -256,9 +260,9 @@ def test_a_mount_daemon_left_by_a_dead_apptainer_is_stopped(tmp_path):
         lambda: None,
     )
     assert out.exit_code == 0, out.status  # ended by kit, not by the 60 s timeout
-    # not before its grace (load only adds); the upper bound leaves room for a loaded host's
-    # slow starts and looks, and is still half the timeout's
-    assert mounts.ORPHAN_GRACE_S + 1 <= time.monotonic() - t0 < mounts.ORPHAN_GRACE_S + 25
+    # not before its grace (load only adds); no upper bound: the exit code above already
+    # tells kit's stop from the timeout's, whatever the load
+    assert time.monotonic() - t0 >= 4 + mounts.ORPHAN_GRACE_S
 
 
 def test_a_mount_daemon_whose_apptainer_lives_is_left_alone(tmp_path):
