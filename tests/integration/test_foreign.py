@@ -5,6 +5,7 @@ runtime and reported under its own figure's name and unit."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -63,7 +64,7 @@ model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn
 if size > 1:
     os.environ.setdefault("USE_LIBUV", "0")  # Debian builds PyTorch without libuv
     torch.distributed.init_process_group(
-        "gloo", init_method="tcp://127.0.0.1:29533", rank=rank, world_size=size)
+        "gloo", init_method=f"tcp://127.0.0.1:{sys.argv[2]}", rank=rank, world_size=size)
     model = torch.nn.parallel.DistributedDataParallel(model)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
@@ -217,16 +218,24 @@ def test_mpi_ranks_of_a_foreign_image_under_every_runtime(mpi_loop, tmp_path):
     assert p.returncode == 2 and "carries mpich" in last and "--mpirun mpirun.mpich" in last
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now, for the ranks' rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_pytorch_from_another_base_under_every_runtime(torch_trixie, tmp_path):
     """A user's PyTorch image (Debian 13, PyTorch 2.6) and training script, DDP at 2 ranks
     (one rank is the loop tests' case): its MPI is read as MPICH (the launcher it carries),
     though its PyTorch links Open MPI's library too; natively the same script runs with the
     host's PyTorch."""
     out = tmp_path / "torch"
-    kit("run", "--image", f"docker:{TORCH_TAG}", "--command", "python3 /opt/train.py 50",
+    port = free_port()  # on the host's network in every runtime: no fixed one to collide on
+    kit("run", "--image", f"docker:{TORCH_TAG}", "--command", f"python3 /opt/train.py 50 {port}",
         "--metric", r"throughput: (?P<throughput>[0-9.]+) samples/s", "--unit", "samples/s",
         "--reduce", "sum", "--np", "2", "--name", "train",
-        "--native-command", f"/usr/bin/python3 {torch_trixie} 50",
+        "--native-command", f"/usr/bin/python3 {torch_trixie} 50 {port}",
         "--runtime", "native,docker,podman,singularity,charliecloud", "--repeats", "1",
         "--warmup-trials", "0", "--baseline-launches", "1", "--out", str(out))  # fmt: skip
     rs = records(out)

@@ -1,8 +1,10 @@
 """recipe -> Docker image -> SIF / Shifter squashfs -> runs in four runtimes -> report."""
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -194,7 +196,13 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
     while not (log.exists() and log.read_text().count("\n") >= 1):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.5)
-    time.sleep(3)  # well into the second trial
+    # Not on a clock: once the second trial's own processes run (a fast machine ends a
+    # trial within a fixed wait, and a signal between trials interrupts none), then into it.
+    campaign = json.loads((out / "campaign.json").read_text())["campaign"]
+    while not running_trials(campaign) - {r["index"] for r in records(out)}:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+    time.sleep(1)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -202,6 +210,18 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
     assert recs[0]["status"] == "ok"
     assert recs[-1]["status"] == "interrupted"
     assert leftovers() == []  # waits for what is still ending
+
+
+def running_trials(campaign: str) -> set[int]:
+    """The indices of this campaign's trials that have a process running now (each carries
+    KIT_TRIAL=kit-CAMPAIGN-INDEX in its environment)."""
+    marker = re.compile(rb"(?:^|\0)KIT_TRIAL=kit-" + campaign.encode() + rb"-(\d+)(?:\0|$)")
+    found = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (m := marker.search((entry / "environ").read_bytes())):
+                found.add(int(m[1]))
+    return found
 
 
 def test_timeout_leaves_nothing(built, tmp_path):
