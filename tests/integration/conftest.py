@@ -431,6 +431,22 @@ def leftovers_now() -> list[str]:
     return found
 
 
+def records(out: Path) -> list[dict]:
+    """A campaign's trial records, as filed."""
+    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def running_trials(campaign: str) -> set[int]:
+    """The indices of this campaign's trials that have a process running now (each carries
+    KIT_TRIAL=kit-CAMPAIGN-INDEX in its environment)."""
+    marker = re.compile(rb"(?:^|\0)KIT_TRIAL=kit-" + campaign.encode() + rb"-(\d+)(?:\0|$)")
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (p := _proc(entry.name)) and (m := marker.search(p[1])):
+            found.add(int(m[1]))
+    return found
+
+
 def trial_processes() -> list[str]:
     """This session's trial processes (their KIT_TRIAL marker, which kit sets in every
     trial's environment so that every rank and launcher has it, names one of its

@@ -17,7 +17,7 @@ import pytest
 
 from kit.core import readers
 
-from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit, short_sweeps
+from .conftest import HOROVOD_TAG, RUNTIMES, in_image, kit, records, short_sweeps
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def campaign(image: str, runtimes: str, benches: str, out: Path, *extra: str) ->
         *("--timeout", "240", "--out", str(out), *short_sweeps(benches), *extra),
         timeout=5400,
     )
-    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    return records(out)
 
 
 def check(recs: list[dict], runtimes: str, benches: str, data: tuple[str, ...] = ("synthetic",)):
@@ -220,7 +220,7 @@ def test_parameter_server_and_grpc_in_apptainer_and_charliecloud(horovod, tmp_pa
         *("--out", str(tmp_path / "ps2")),
         timeout=1800,
     )
-    recs = [json.loads(x) for x in (tmp_path / "ps2" / "trials.jsonl").read_text().splitlines()]
+    recs = records(tmp_path / "ps2")
     assert sorted(r["runtime"] for r in recs) == sorted(every.split(","))
     for r in recs:
         assert r["status"] == "ok", (r["runtime"], r["output_tail"][-3000:])
@@ -339,7 +339,7 @@ def test_a_batch_that_does_not_fit_is_an_oom_result(built, tmp_path):
         *("--steps", "1", "--warmup-steps", "0", "--out", str(out)),
         *("--runtime-arg", "docker:--ulimit=data=2000000000"),
     )
-    (rec,) = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    (rec,) = records(out)
     assert rec["status"] == "oom", rec["output_tail"]
     assert rec["result"]["status"] == "oom" and kitschema.validate(rec["result"]) == []
     assert (
@@ -372,7 +372,7 @@ def test_a_preset_end_to_end_with_its_published_column(horovod, tmp_path):
     out = tmp_path / "osu"
     done = kit("run", "--preset", "osu2018-grpc", "--out", str(out), timeout=1800)
     assert done.stdout.splitlines()[-1] == f"report: {out / 'report.md'}"
-    recs = [json.loads(x) for x in (out / "grpc-and-mpi" / "trials.jsonl").read_text().splitlines()]
+    recs = records(out / "grpc-and-mpi")
     assert {(r["bench"], r["status"]) for r in recs} == {("grpc", "ok"), ("mpi", "ok")}
     text = (out / "report.md").read_text()
     assert text.startswith("# kit report: osu2018-grpc: ") and "\n\nPreset osu2018-grpc: " in text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import kit
+from .conftest import kit, records
 from .test_pipeline import run_args
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def campaign(built, quiet, tmp_path_factory) -> Path:
     args += ["--runtime-arg", f"docker:--cpus={CPUS}", "--seed", seed]
     kit(*args, env={**os.environ, "OMP_NUM_THREADS": "1"})
     # a verdict judged on fewer trials than were run would hide a failure: none may fail
-    recs = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    recs = records(out)
     assert [r for r in recs if r["status"] != "ok"] == []
     assert sorted({r["runtime"] for r in recs}) == ["docker", "native", "native@b"]
     return out

@@ -18,17 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import kit
+from .conftest import kit, records
 
 pytestmark = pytest.mark.integration
 
 FULL = Path("/srv/kit-test-full")  # a 2 MB file system of its own (ci/test mounts it)
 SMALL = ("--bench", "torch-cnn", "--model", "tiny", "--warmup-trials", "0", "--steps", "2")
 SMALL += ("--warmup-steps", "1", "--baseline-launches", "1")
-
-
-def records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture

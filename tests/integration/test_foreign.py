@@ -2,7 +2,6 @@
 build, without a shell or Python and with an entrypoint of its own, measured under every
 runtime and reported under its own figure's name and unit."""
 
-import json
 import os
 import shutil
 import socket
@@ -14,7 +13,7 @@ import pytest
 from kit.image import recipes
 from kit.image.debian_base import base_tag
 
-from .conftest import docker, kit, leftovers
+from .conftest import docker, kit, leftovers, records
 
 pytestmark = pytest.mark.integration
 
@@ -119,10 +118,6 @@ def torch_trixie(ready, tmp_path_factory) -> Path:
     (folder / "Dockerfile").write_text(TORCH_DOCKERFILE)
     docker("build", "--quiet", "--tag", TORCH_TAG, str(folder))
     return folder / "train.py"
-
-
-def records(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
 
 
 def test_a_foreign_image_and_command_under_every_runtime_then_report(loop, tmp_path):

@@ -3,13 +3,12 @@ network stack, address, host name, /dev/shm, sshd and Podman), started over ssh 
 run --hosts in the hybrid runtimes and Podman, with every failure before the first trial
 one line."""
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import kit
+from .conftest import kit, records
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +40,7 @@ def across(
         *("--baseline-launches", "1", "--timeout", "240", "--out", str(out), *extra),
         timeout=1800,
     )
-    return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    return records(out)
 
 
 def check(recs: list[dict], benches: str, runtimes: str) -> None:

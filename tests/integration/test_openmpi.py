@@ -6,12 +6,10 @@ the user namespaces of Apptainer and Charliecloud unless kit's fair setting turn
 it off, and under Slurm its own mpirun starts the ranks inside the allocation.
 """
 
-import json
-
 import kitschema
 import pytest
 
-from .conftest import kit, leftovers, short_sweeps
+from .conftest import kit, leftovers, records, short_sweeps
 from .test_benchmarks import campaign, check, check_sweep
 from .test_slurm import SITE
 
@@ -29,7 +27,7 @@ def matrix(runtimes: str, out, *extra: str, sane: bool = True) -> list[dict]:
         *("--timeout", "180", "--out", str(out), *short_sweeps("mpi"), *extra),
         timeout=3600,
     )
-    recs = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    recs = records(out)
     assert {(r["runtime"], r["bench"]) for r in recs} == {
         (rt, b) for rt in runtimes.split(",") for b in ("torch-cnn", "mpi")
     }

@@ -1,10 +1,8 @@
 """recipe -> Docker image -> SIF / Shifter squashfs -> runs in four runtimes -> report."""
 
-import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +16,7 @@ import pytest
 from kit.image import recipes
 
 from ..conftest import MINI, REPO
-from .conftest import IMAGE, docker, kit, leftovers
+from .conftest import IMAGE, docker, kit, leftovers, records, running_trials
 
 pytestmark = pytest.mark.integration
 
@@ -57,10 +55,6 @@ def run_args(
         "--out",
         str(out),
     ]
-
-
-def records(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
 
 
 def test_image_records_what_it_contains(built):
@@ -210,18 +204,6 @@ def test_interrupt_keeps_finished_trials_and_leaves_nothing(built, tmp_path, sig
     assert recs[0]["status"] == "ok"
     assert recs[-1]["status"] == "interrupted"
     assert leftovers() == []  # waits for what is still ending
-
-
-def running_trials(campaign: str) -> set[int]:
-    """The indices of this campaign's trials that have a process running now (each carries
-    KIT_TRIAL=kit-CAMPAIGN-INDEX in its environment)."""
-    marker = re.compile(rb"(?:^|\0)KIT_TRIAL=kit-" + campaign.encode() + rb"-(\d+)(?:\0|$)")
-    found = set()
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if entry.name.isdigit() and (m := marker.search((entry / "environ").read_bytes())):
-                found.add(int(m[1]))
-    return found
 
 
 def test_timeout_leaves_nothing(built, tmp_path):

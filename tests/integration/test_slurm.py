@@ -8,7 +8,7 @@ from pathlib import Path
 import kitschema
 import pytest
 
-from .conftest import kit, short_sweeps
+from .conftest import kit, records, short_sweeps
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def test_two_node_jobs_in_each_runtime_next_to_mpirun(built, cluster, tmp_path):
     site.write_text(SITE)
     batch, local = tmp_path / "slurm", tmp_path / "local"
     kit(*matrix(batch, "--launcher", "slurm", "--slurm-config", str(site)), timeout=3600)
-    recs = [json.loads(line) for line in (batch / "trials.jsonl").read_text().splitlines()]
+    recs = records(batch)
     assert {(r["runtime"], r["bench"]) for r in recs} == {
         (rt, b) for rt in RUNTIMES.split(",") for b in ("torch-cnn", "mpi")
     }
