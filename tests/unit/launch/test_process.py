@@ -137,7 +137,8 @@ def test_timeout_stops_whole_tree(tmp_path, capsys, monkeypatch):
     assert re.search(
         r'most recent call first\):\n  File "<string>", line [89] in <module>', out.output_tail
     )
-    assert time.monotonic() - t0 < 150  # 10 s, the stacks' and the grace's 7: not the 300 s
+    # 10 s, the stacks' and the grace's 7; only waiting out the escaped 300 s sleeper fails
+    assert time.monotonic() - t0 < 280
     assert tree_seen  # the escaped sleeper (setsid and env exec in place)
     assert gone_soon(tree_seen) == []
     assert cleaned == [True]
@@ -408,7 +409,6 @@ def test_a_pipe_held_open_outside_the_tree_does_not_hold_up_the_trial(tmp_path):
     ends with its launcher, its output read up to then."""
     pid = tmp_path / "pid"
     escape = f"( env -i setsid sleep 60 & echo $! > {pid} ); echo rate: 3"
-    t0 = time.monotonic()
     try:
         out = supervise.run(
             ["sh", "-c", escape], dict(os.environ), 30, f"t-held-{ME}", lambda: None, figure()
@@ -416,5 +416,5 @@ def test_a_pipe_held_open_outside_the_tree_does_not_hold_up_the_trial(tmp_path):
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid.read_text()), signal.SIGKILL)
+    # ok, not its 30 s timeout: it did not wait for the 60 s the sleeper holds the pipes
     assert (out.status, out.result["value"]) == ("ok", 3.0)
-    assert time.monotonic() - t0 < 30  # not the 60 s the sleeper holds the pipes for
