@@ -480,7 +480,7 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
     [
         ("--out a file", "--out '{t}/file' is a file; choose a directory"),
         ("--out not writable", "--out '{t}/ro/x' cannot be made (Permission denied); choose"),
-        ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is not a regular file; move it away"),
+        ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is a folder, not a regular file; move"),
         ("--data-dir a file", "--data-dir '{t}/file' is a file; choose a directory"),
         ("--emit a file", "--emit '{t}/file' is a file; choose a directory"),
         ("--emit holding an earlier emission", "--emit '{t}/em' holds 1 sbatch script(s) of an "
