@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kit.core.errors import KitError
 from kit.results import analysis, lock, store
 
+from ..pipes import unblocked
 from ..records import record, typed
 
 SPEC = {"image": "pytorch-mpich", "runtimes": ["native"], "repeats": 6, "seed": 0}
@@ -253,6 +254,32 @@ def test_the_dry_run_refuses_an_unusable_folder_as_the_run_does_making_nothing(
         assert str(dry.value) == str(real.value)
         assert str(dry.value).startswith(message.format(d=out))
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (unblocked, "a named pipe"),
+        (lambda p: p.mkdir(), "a folder"),
+        (lambda p: p.symlink_to(p.parent.parent / "elsewhere"), "a symbolic link (to {e})"),
+    ],
+)
+def test_a_lock_path_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path, make, kind):
+    """open() of a named pipe at .kit-run.lock waited for a writer for ever (kit run
+    --dry-run hung), a folder there was an IsADirectoryError traceback in the dry run: the
+    run and its dry run refuse each with the same line."""
+    out = tmp_path / "out"
+    out.mkdir()
+    make(out / lock.LOCK_FILE)
+    said = (
+        f"'{out / lock.LOCK_FILE}' is {kind.format(e=tmp_path / 'elsewhere')}, not a regular "
+        "file; move it away or choose another --out"
+    )
+    with pytest.raises(KitError) as dry:
+        lock.check_out(out)
+    with pytest.raises(KitError) as real, lock.held(out):
+        pass
+    assert str(dry.value) == str(real.value) == said
 
 
 def test_a_report_reads_each_trial_once(tmp_path, capsys):
