@@ -248,6 +248,16 @@ def test_text_a_record_holds_is_printed_escaped_on_its_own_line(tmp_path, capsys
         assert not any(line.startswith("nodeC") for line in out.splitlines())
 
 
+def test_kit_check_prints_an_arm_a_record_names_escaped(tmp_path, capsys):
+    """kit check --against names each arm as the records do: one holding an escape
+    sequence reached the terminal."""
+    arms = {"native": 1.0, "docker\x1b[2J": 1.0}
+    a, b = (campaign_folder(tmp_path / x, x, 5, arms, seed=i) for i, x in enumerate("ab"))
+    code, out, err = kit(capsys, "check", str(b), "--against", str(a), "--max-change", "50%")
+    assert code == 0, err
+    assert out.count("docker\\x1b[2J ratio to native") == 1 and "\x1b" not in out + err
+
+
 def test_export_writes_each_trial_as_mllog_lines(tmp_path, capsys):
     d = campaign_folder(tmp_path / "d", "c1", 2, ARMS)
     code, out, _ = kit(capsys, "export", str(d), "--format", "mllog")
