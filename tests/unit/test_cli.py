@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from .pipes import unblocked
+
 
 def kit(*args, env=None):
     """`python -m kit.cli ARGS`: a given env gets the PYTHONPATH of this checkout's kit."""
@@ -451,6 +453,10 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
     if case == "trials.jsonl a folder":
         (tmp / "out" / "trials.jsonl").mkdir(parents=True)
         return [*plan, "--out", str(tmp / "out")], contextlib.nullcontext()
+    if case == "the folder's lock a pipe":  # open() waited for a writer: the dry run hung
+        (tmp / "out").mkdir()
+        unblocked(tmp / "out" / ".kit-run.lock")
+        return [*plan, "--out", str(tmp / "out")], contextlib.nullcontext()
     if case == "--emit a file":
         return [*plan, "--launcher", "slurm", "--emit", str(tmp / "file")], contextlib.nullcontext()
     if case == "--emit holding an earlier emission":
@@ -480,7 +486,9 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
     [
         ("--out a file", "--out '{t}/file' is a file; choose a directory"),
         ("--out not writable", "--out '{t}/ro/x' cannot be made (Permission denied); choose"),
-        ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is not a regular file; move it away"),
+        ("trials.jsonl a folder", "'{t}/out/trials.jsonl' is a folder, not a regular file; move"),
+        ("the folder's lock a pipe", "'{t}/out/.kit-run.lock' is a named pipe, not a regular "
+         "file; move it away or choose another --out"),
         ("--data-dir a file", "--data-dir '{t}/file' is a file; choose a directory"),
         ("--emit a file", "--emit '{t}/file' is a file; choose a directory"),
         ("--emit holding an earlier emission", "--emit '{t}/em' holds 1 sbatch script(s) of an "

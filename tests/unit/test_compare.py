@@ -224,6 +224,40 @@ def test_history_names_what_changed_between_campaigns(tmp_path, capsys):
     assert code == 2 and err.startswith("kit: error: no campaign in the catalogue compares")
 
 
+def test_text_a_record_holds_is_printed_escaped_on_its_own_line(tmp_path, capsys):
+    """A host name or a model from a trial record (a hand edit, another tool's line) holding
+    a newline or a terminal's escape sequence: kit results ls, history and compare printed
+    it as it was, a row of its own making in the table or a command to the terminal."""
+    db = tmp_path / "results.db"
+    host, model = "nodeB\nnodeC  fake row\x1b]0;owned\x07", "tiny\x1b[2J"
+    folders = []
+    for i, where in enumerate(("nodeA", host)):
+        folders.append(campaign_folder(tmp_path / f"c{i}", f"c{i}", 5, ARMS, seed=i,
+                                       started=f"2026-11-0{i + 1}T10:00:00+00:00",
+                                       host=where, model=model))  # fmt: skip
+        catalogue.add(db, folders)
+    shown = {
+        ("results", "ls"): "nodeB\\nnodeC  fake row\\x1b]0;owned\\x07",
+        ("history", "pytorch-mpich", "--runtime", "docker"): "host nodeA -> nodeB\\nnodeC",
+        ("compare", *map(str, folders)): "pytorch-mpich torch-cnn tiny\\x1b[2J, batch 32",
+    }
+    for args, escaped in shown.items():
+        code, out, err = kit(capsys, *args, "--catalogue", str(db))
+        assert code == 0, err
+        assert escaped in out and not {"\x1b", "\x07"} & set(out), out
+        assert not any(line.startswith("nodeC") for line in out.splitlines())
+
+
+def test_kit_check_prints_an_arm_a_record_names_escaped(tmp_path, capsys):
+    """kit check --against names each arm as the records do: one holding an escape
+    sequence reached the terminal."""
+    arms = {"native": 1.0, "docker\x1b[2J": 1.0}
+    a, b = (campaign_folder(tmp_path / x, x, 5, arms, seed=i) for i, x in enumerate("ab"))
+    code, out, err = kit(capsys, "check", str(b), "--against", str(a), "--max-change", "50%")
+    assert code == 0, err
+    assert out.count("docker\\x1b[2J ratio to native") == 1 and "\x1b" not in out + err
+
+
 def test_export_writes_each_trial_as_mllog_lines(tmp_path, capsys):
     d = campaign_folder(tmp_path / "d", "c1", 2, ARMS)
     code, out, _ = kit(capsys, "export", str(d), "--format", "mllog")

@@ -1,5 +1,5 @@
-"""Files kit reads from outside: host lists, Dockerfiles, Slurm site files, a campaign's
-and a preset's settings, manifests and cache metadata, an archive's manifest.
+"""Files kit reads from outside: host lists, Dockerfiles, recipes, Slurm site files, a
+campaign's and a preset's settings, manifests and cache metadata, an archive's manifest.
 
 Each is read through here, so a device (/dev/zero), a pipe no one writes to, a binary or a
 hostile file is one error line naming the file, never a hang, an out-of-memory or a

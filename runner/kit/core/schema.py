@@ -84,3 +84,15 @@ def one_line(what: str, value: str) -> str:
             "in UTF-8"
         )
     return value
+
+
+def operand(what: str, value: str, tool: str, fix: str) -> str:
+    """value, or a KitError when it starts with '-': kit passes it to tool as an operand
+    (a reference, a suite, a URL), where tool would read it as one of its options
+    (kit pull --ref=--fakeroot://x reached apptainer build as one)."""
+    if value.startswith("-"):
+        raise KitError(
+            f"{what} '{printable(value)}' starts with '-', which {tool} would read as one of "
+            f"its options; {fix}"
+        )
+    return value

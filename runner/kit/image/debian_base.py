@@ -8,10 +8,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kit.core import settings
+from kit.core import schema, settings
 from kit.core.errors import KitError
 from kit.core.proc import stream, which
 from kit.image import engine
+
+MIRROR_FIX = "give the mirror's URL, e.g. http://deb.debian.org/debian"
 
 
 def base_tag(distro: str) -> str:
@@ -21,7 +23,7 @@ def base_tag(distro: str) -> str:
 def host_mirror() -> str:
     """The Debian mirror the host's apt already uses (KIT_DEBIAN_MIRROR overrides)."""
     if mirror := settings.value("KIT_DEBIAN_MIRROR"):
-        return mirror
+        return schema.operand("KIT_DEBIAN_MIRROR", mirror, "debootstrap", MIRROR_FIX)
     sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
     sources.append(Path("/etc/apt/sources.list"))
     for f in sources:
@@ -36,6 +38,9 @@ def host_mirror() -> str:
 
 def make(distro: str, mirror: str | None, force: bool) -> str:
     """debootstrap a minimal root file system and import it as kit/debian:<distro>."""
+    schema.operand("--suite", distro, "debootstrap", "give a Debian suite, e.g. bookworm")
+    if mirror is not None:
+        schema.operand("--mirror", mirror, "debootstrap", MIRROR_FIX)
     tag = base_tag(distro)
     engine.server_version()
     if engine.inspect(tag) is not None and not force:

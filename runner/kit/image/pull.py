@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import inputs
+from kit.core import inputs, schema
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
 from kit.core.proc import stream, which
@@ -31,6 +31,8 @@ def _path(recipe: Recipe, variant: str) -> Path:
 def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
     """Build the SIF from ref (a registry reference, or any Apptainer source URI),
     compressed as `kit convert` compresses (KIT_SQUASHFS_COMPRESSION)."""
+    fix = "give a registry reference or an Apptainer source URI, e.g. docker://REGISTRY/IMAGE"
+    schema.operand("--ref", ref, "apptainer build", fix)
     recipe.check_variant(variant)
     apptainer = which("apptainer", APPTAINER_FIX)
     source = ref if "://" in ref else f"docker://{ref}"

@@ -5,7 +5,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.core import schema
+from kit.core import inputs, schema
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.image.debian_base import base_tag
@@ -247,15 +247,18 @@ def _merge(parent: dict, child: dict) -> dict:
 
 def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     """A recipe's data, with `extends = "other"` resolved: the same software in another
-    MPI flavour is one short file, and the flavours cannot drift apart."""
+    MPI flavour is one short file, and the flavours cannot drift apart. It is read through
+    kit.core.inputs: a named pipe among the recipes (kit list, render) hung open()."""
     if path in seen:
         raise KitError(f"{path}: 'extends' loops back to itself")
+    fix = "give a recipe's TOML text, or move it out of recipes/"
+    text = inputs.read_text(path, str(path), fix)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise KitError(f"{path}: not valid TOML ({e})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise KitError(f"{path}: cannot be read ({e.__class__.__name__})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise KitError(f"{path}: nested too deeply to be a recipe") from None
     parent = data.pop("extends", None)
     if parent is None:
         return data

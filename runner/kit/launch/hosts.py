@@ -30,18 +30,20 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
     """The host list of --hosts A,B or --hostfile FILE (one host a line, '#' comments; a
     slot count after the name, MPICH's host:N or Open MPI's host slots=N, is ignored:
-    kit places one rank per host in turn)."""
+    kit places one rank per host in turn). An IPv6 address is refused (_ipv6)."""
     if hosts is not None and hostfile is not None:
         raise KitError("give --hosts or --hostfile, not both")
     if hostfile is not None:
         fix = "give a text file of host names, one a line"
         lines = inputs.read_text(hostfile, f"--hostfile {hostfile}", fix).splitlines()
-        words = [ln.split("#")[0].split() for ln in lines]
-        names = [w[0].split(":")[0] for w in words if w]
+        words = [w[0] for ln in lines if (w := ln.split("#")[0].split())]
         where = f"--hostfile {hostfile}"
+        _ipv6(where, words)  # before the slot count is cut off at its ':'
+        names = [w.split(":")[0] for w in words]
     elif hosts is not None:
         names = [h.strip() for h in hosts.split(",") if h.strip()]
         where = f"--hosts '{hosts}'"
+        _ipv6(where, names)
     else:
         return ()
     if not names:
@@ -52,6 +54,24 @@ def parse(hosts: str | None, hostfile: Path | None) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise KitError(f"{where} names a host twice; kit places one rank per host in turn")
     return tuple(names)
+
+
+def _ipv6(where: str, words: list[str]) -> None:
+    """Refuse an IPv6 address ([fe80::1]:2, fe80::1, ::1) in a host list: the launchers'
+    host lists (Hydra's -hosts, Open MPI's -H) read a ':' as the start of a slot count, so
+    fe80::1 would reach mpirun as a host named fe80 (kit itself cut a --hostfile's so), and
+    the route kit offers the ranks (_route, subnet) is IPv4's."""
+    for word in words:
+        bare = word[1:].partition("]")[0] if word.startswith("[") else word
+        try:
+            ipaddress.IPv6Address(bare)
+        except ValueError:
+            continue
+        raise KitError(
+            f"{where}: '{schema.printable(word)}' is an IPv6 address, which mpirun's host "
+            "list cannot carry (a ':' there starts a slot count); give the host's name "
+            "(one /etc/hosts or DNS gives it)"
+        )
 
 
 def _ssh(host: str, *argv: str) -> subprocess.CompletedProcess:

@@ -345,6 +345,17 @@ def _host(t: Trial) -> str:
     return str(t.host.get("hostname", "?"))
 
 
+def left_out(row: str, why: str) -> None:
+    """Name on stderr a catalogue row edited since it was added (SQLite keeps a value of
+    any type in any column), which is left out: the one message of kit results ls,
+    compare, history and rebuild for it, with the way back (the folders read again)."""
+    print(
+        f"kit: warning: the catalogue's {row}: {why} (left out; kit results rebuild DIR... "
+        "reads the folders again)",
+        file=sys.stderr,
+    )
+
+
 def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
     """A new catalogue from the given folders (none: those the catalogue at path names),
     made beside it and put in its place; the file that was there is kept, renamed (with
@@ -352,17 +363,14 @@ def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
     if not given:
         try:
             with opened(path) as db:
-                named = db.execute("SELECT DISTINCT folder FROM campaigns").fetchall()
-                given = [Path(f) for (f,) in named if isinstance(f, str)]
-            if len(given) < len(named):  # a row edited to hold a blob: no folder's name
-                print(
-                    f"kit: warning: {len(named) - len(given)} folder(s) the catalogue {path} "
-                    "names are not text (left out; name them: kit results rebuild DIR...)",
-                    file=sys.stderr,
-                )
+                named = db.execute("SELECT id, folder FROM campaigns ORDER BY id").fetchall()
         except KitError as e:
             raise KitError(f"{e}; name the results folders: kit results rebuild DIR...") from None
-        given = [d for d in given if store.has_trials(d)]
+        for row, folder in named:
+            if not isinstance(folder, str):  # a row edited to hold a blob: no folder's name
+                left_out(f"campaign {row}", "its folder is not text")
+        texts = dict.fromkeys(Path(f) for _, f in named if isinstance(f, str))
+        given = [d for d in texts if store.has_trials(d)]
     made = path.with_name(f".{path.name}.{os.getpid()}.rebuild")
     for leftover in (made, made.with_name(made.name + "-journal")):
         leftover.unlink(missing_ok=True)

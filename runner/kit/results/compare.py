@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kit.core import benches, columns
 from kit.core.errors import KitError
+from kit.core.schema import printable
 from kit.results import catalogue, record, selection, stats, store
 from kit.results.figures import by_round, figured
 from kit.results.findings import REFERENCE
@@ -176,7 +177,7 @@ def describe(key: Key) -> str:
         and (v := getattr(key, f.name)) not in (usual.get(f.name), None)
     ]
     head = f"{key.image} {key.bench} {key.model}, batch {key.batch_size}, {key.ranks} rank(s)"
-    return ", ".join([head, *rest])
+    return printable(", ".join([head, *rest]))  # a record's text: escaped, one line
 
 
 def _difference(a: Key, b: Key) -> str:
@@ -221,8 +222,8 @@ def compare(a: Side, b: Side, conf: float = 0.95, renamed: dict | None = None) -
 def text(c: Comparison) -> str:
     """The comparison as kit prints it: per configuration, a line a runtime."""
     lines = [
-        f"A: {c.a} ({c.campaigns[0]} campaign(s))",
-        f"B: {c.b} ({c.campaigns[1]} campaign(s))",
+        f"A: {printable(c.a)} ({c.campaigns[0]} campaign(s))",
+        f"B: {printable(c.b)} ({c.campaigns[1]} campaign(s))",
     ]
     head = ("RUNTIME", "MEASURE", "A", "B", "ROUNDS", "B/A", "INTERVAL", "VERDICT")
     for key in dict.fromkeys(ch.key for ch in c.changes):

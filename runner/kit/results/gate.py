@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kit.core import units
 from kit.core.errors import KitError
+from kit.core.schema import printable
 from kit.results import analysis, compare, stats
 from kit.results.findings import REFERENCE
 
@@ -103,7 +104,8 @@ def change(
     c = compare.compare(against, compare.side(str(out_dir), None), conf, renamed)
     out = []
     for ch in c.changes:
-        what = f"{ch.runtime} {ch.measure}, {compare.describe(ch.key)}"
+        # the arm as the records name it, escaped: the check's line stays one line
+        what = printable(f"{ch.runtime} {ch.measure}, {compare.describe(ch.key)}")
         if ch.interval is None:
             out.append(Checked(what, None, bound, CANNOT_TELL, ch.verdict))
             continue

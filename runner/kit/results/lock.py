@@ -1,7 +1,9 @@
 """One kit run per results folder: a flock on LOCK_FILE held for the whole run, with a
 note naming its holder, so a second run on the same folder is refused (naming who holds
 it) and a dead run's folder is taken over. check_out finds the same refusal for a dry
-run without taking the lock.
+run without taking the lock. A lock path that is not a regular file is refused in one
+line (store.placed): open() of a named pipe there waited for ever (kit run --dry-run
+hung), and the file is opened O_NONBLOCK, so nothing put there meanwhile blocks either.
 """
 
 import contextlib
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import KitError
-from kit.results.store import writable
+from kit.results.store import placed, writable
 
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
 
@@ -28,8 +30,9 @@ def held(out_dir: Path) -> Iterator[None]:
     its note is still there) is taken over, with a line saying so."""
     writable(out_dir)
     path = out_dir / LOCK_FILE
+    placed(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
         raise KitError(f"cannot lock '{path}': {e.strerror}; choose another --out") from None
     try:
@@ -78,8 +81,9 @@ def check_out(out_dir: Path) -> None:
     holds its flock is in; a dead run's note is left behind but its lock is not."""
     writable(out_dir, dry_run=True)
     path = out_dir / LOCK_FILE
+    placed(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return  # no lock file: no run has held the folder (or it cannot be read)
     try:

@@ -8,7 +8,6 @@ start, in UTC.
 """
 
 import sqlite3
-import sys
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from kit.core import columns
 from kit.core.errors import KitError
 from kit.results import store
-from kit.results.catalogue import opened, utc_text
+from kit.results.catalogue import left_out, opened, utc_text
 from kit.results.record import Trial
 
 FILTERS = ("image", "runtime", "runtime_version", "host", "since", "until", "preset", "campaign")
@@ -141,15 +140,6 @@ class Listed:
     folder: str
 
 
-def _left_out(row: str, why: str) -> None:
-    """Name on stderr a catalogue row edited since it was added, which is left out."""
-    print(
-        f"kit: warning: the catalogue's {row}: {why} (left out; kit results rebuild DIR... "
-        "reads the folders again)",
-        file=sys.stderr,
-    )
-
-
 def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
     """The selected campaigns, oldest first; a row edited since it was added to hold a
     value of another type (SQLite keeps a blob in a text column) is named on stderr and
@@ -165,7 +155,7 @@ def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
         columns = zip(fields(Listed), row, strict=True)
         if bad := next((f for f, value in columns if not isinstance(value, f.type)), None):
             kind = "text" if bad.type is str else "a whole number"
-            _left_out(f"campaign {row[0]}", f"its {bad.name} is not {kind}")
+            left_out(f"campaign {row[0]}", f"its {bad.name} is not {kind}")
         else:
             out.append(Listed(*row))
     return out
@@ -184,7 +174,7 @@ def records(db: sqlite3.Connection, ids: list[int]) -> list[Trial]:
         for row, text in rows:
             record, problem = store.checked(text) if isinstance(text, str) else ({}, "not text")
             if problem:
-                _left_out(f"trial {row}", problem)
+                left_out(f"trial {row}", problem)
             else:
                 out.append(Trial.from_json(record))
     return out

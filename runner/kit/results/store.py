@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -75,20 +76,50 @@ def shape_problem(record: object) -> str | None:
     return None
 
 
+KINDS = (  # what lstat finds, as a message names it
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def misplaced(path: Path, want: str = "a regular file") -> str | None:
+    """Why kit must not write at path in a results folder, or None: something there that
+    is not `want` (nothing there yet is fine). A symbolic link is never followed: a copied
+    or shared folder's trials.jsonl or log linked to a file elsewhere (~/.bashrc) had
+    kit append to it, or overwrite it; and open() of a named pipe waits for ever."""
+    try:
+        mode = path.lstat().st_mode
+        target = f" (to {os.readlink(path)})" if stat.S_ISLNK(mode) else ""
+    except OSError:  # nothing there, or nothing lstat may see (open then says why)
+        return None
+    found = next((name for kind, name in KINDS if kind(mode)), "a device")
+    return None if found == want else f"'{path}' is {found}{target}, not {want}"
+
+
+def placed(path: Path, want: str = "a regular file") -> None:
+    """A KitError when kit must not write at path in a results folder (misplaced)."""
+    if why := misplaced(path, want):
+        raise KitError(f"{why}; move it away or choose another --out")
+
+
 def writable(out_dir: Path, dry_run: bool = False) -> None:
     """Raise a KitError now, before any trial runs, if records could not be written (with
-    dry_run, the same error found without making the folder or the file)."""
+    dry_run, the same error found without making the folder or the file): the trials
+    file and the logs folder must be what they are named, not a link (misplaced)."""
     path = out_dir / FILE
     make_dir(out_dir, "--out", dry_run)
-    if path.exists() and not path.is_file():
-        raise KitError(f"'{path}' is not a regular file; move it away or choose another --out")
+    placed(path)
+    placed(out_dir / LOGS, "a folder")
     if dry_run:
         there = path if path.exists() else out_dir
         if out_dir.is_dir() and not os.access(there, os.W_OK, effective_ids=True):
             raise KitError(f"cannot write '{path}': Permission denied; choose another --out")
         return
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644))
     except OSError as e:
         raise KitError(f"cannot write '{path}': {e.strerror}; choose another --out") from None
 
@@ -128,13 +159,18 @@ def _fileable(record: dict) -> dict:
 
 def append(out_dir: Path, record: dict) -> dict:
     """Append one record durably, or none of it (a write that fails is cut back off, and
-    the record printed); the record as filed (_fileable). If the file ends in a cut line,
-    end it first."""
-    writable(out_dir)
+    the record printed, as it is when the file is refused: a link put in its place since
+    the run began); the record as filed (_fileable). If the file ends in a cut line, end
+    it first."""
     record = _fileable(record)
     line = (json.dumps(record, sort_keys=True, allow_nan=False) + "\n").encode()
     path = out_dir / FILE
-    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        writable(out_dir)
+    except KitError:
+        _unwritten(line)
+        raise
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)  # nor a link made since
     size = os.fstat(fd).st_size
     try:
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -146,7 +182,7 @@ def append(out_dir: Path, record: dict) -> dict:
     except OSError as e:  # a full disk, a quota: take back the part written, keep the rest
         with contextlib.suppress(OSError):
             os.ftruncate(fd, size)
-        print(f"kit: the unwritten record follows: {line.decode().strip()}", file=sys.stderr)
+        _unwritten(line)
         raise KitError(
             f"cannot write a record to '{path}': {e.strerror}; the records before it are "
             f"kept: make room, then continue with kit run ... --out {out_dir} --resume"
@@ -156,17 +192,28 @@ def append(out_dir: Path, record: dict) -> dict:
     return record
 
 
+def _unwritten(line: bytes) -> None:
+    """A record that could not be filed, on stderr: what was measured is never lost."""
+    print(f"kit: the unwritten record follows: {line.decode().strip()}", file=sys.stderr)
+
+
 def save_log(out_dir: Path, name: str, text: str) -> str:
     """Keep all a trial printed (its record holds only the last lines) as LOGS/NAME.log;
-    the path relative to out_dir, or "" when it cannot be written (the record matters more)."""
+    the path relative to out_dir, or "" when it cannot be written (the record matters
+    more), as when the folder or the file is a link (misplaced)."""
     path = out_dir / LOGS / f"{name}.log"
-    try:
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text, errors="replace")
-    except OSError as e:
-        print(f"kit: warning: cannot keep the output in {path}: {e.strerror}", file=sys.stderr)
-        return ""
-    return str(path.relative_to(out_dir))
+    why = misplaced(path.parent, "a folder") or misplaced(path)
+    if why is None:
+        try:
+            path.parent.mkdir(exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+            with open(os.open(path, flags, 0o644), "w", errors="replace") as f:
+                f.write(text)
+            return str(path.relative_to(out_dir))
+        except OSError as e:
+            why = e.strerror
+    print(f"kit: warning: cannot keep the output in {path}: {why}", file=sys.stderr)
+    return ""
 
 
 # What may spell a float JSON has no number for: NaN, Infinity, an exponent past 1e308,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kit import runtimes
+from kit import cli, runtimes
 from kit.core import paths
 from kit.core.errors import KitError
-from kit.image import convert, marks, pull, recipes
+from kit.image import convert, debian_base, marks, pull, recipes
 
 
 @pytest.mark.parametrize(
@@ -68,6 +68,44 @@ def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
     sif.with_suffix(".json").write_text(json.dumps({"ref": "x", "digest": {"sha": 1}}))
     with pytest.raises(KitError, match="has no readable metadata"):
         pull.pulled(recipes.load("mini-openmpi"), "cpu")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["pull", "mini-openmpi", "--ref=--fakeroot://x"],
+         "--ref '--fakeroot://x' starts with '-', which apptainer build would read as one of "
+         "its options; give a registry reference or an Apptainer source URI, e.g. "
+         "docker://REGISTRY/IMAGE"),
+        (["base", "--suite=--foreign"],
+         "--suite '--foreign' starts with '-', which debootstrap would read as one of its "
+         "options; give a Debian suite, e.g. bookworm"),
+        (["base", "--mirror=--keyring=/tmp/k"],
+         "--mirror '--keyring=/tmp/k' starts with '-', which debootstrap would read as one of "
+         "its options; give the mirror's URL, e.g. http://deb.debian.org/debian"),
+    ],
+)  # fmt: skip
+def test_a_value_passed_to_a_tool_as_an_operand_never_starts_with_a_dash(
+    kit_root, tmp_path, monkeypatch, capsys, args, said
+):
+    """kit pull --ref and kit base --suite, --mirror reach apptainer build and debootstrap
+    (as root) as operands, where a leading '-' made them options: refused in one line
+    before any command runs."""
+
+    def ran(argv, *a, **kw):
+        raise AssertionError(f"ran {argv}")
+
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))  # a pull that went on files there
+    monkeypatch.setattr(subprocess, "run", ran)
+    monkeypatch.setattr(subprocess, "Popen", ran)
+    assert cli.main(args) == 2
+    assert capsys.readouterr().err == f"kit: error: {said}\n"
+
+
+def test_the_mirror_kit_base_takes_from_the_environment_is_checked_as_an_operand(monkeypatch):
+    monkeypatch.setenv("KIT_DEBIAN_MIRROR", "-x")
+    with pytest.raises(KitError, match=r"^KIT_DEBIAN_MIRROR '-x' starts with '-', which deb"):
+        debian_base.host_mirror()
 
 
 def test_a_second_kit_waits_for_the_first_to_finish_making_a_cache_entry(tmp_path):

@@ -7,10 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kit.core import inputs
 from kit.core.errors import KitError
 from kit.image import recipes
 
 from ...conftest import MINI
+from ..pipes import unblocked
 
 
 def write(root, text, name="mini-openmpi"):
@@ -92,6 +94,24 @@ def test_extends_errors(kit_root):
     write(kit_root, 'extends = "a"\nname = "b"\n', name="b")
     with pytest.raises(KitError, match="'extends' loops back"):
         recipes.load("a")
+
+
+def test_a_pipe_or_a_deep_nest_among_the_recipes_is_one_line_never_a_hang(kit_root, monkeypatch):
+    """kit list and render read every recipes/*.toml: a named pipe there waited in open()
+    for a writer for ever, and a nest of arrays was tomllib's RecursionError traceback."""
+    monkeypatch.setattr(inputs, "PIPE_WAIT", 0.1)
+    pipe = kit_root / "recipes" / "a-pipe.toml"
+    unblocked(pipe)
+    with pytest.raises(KitError) as e:
+        recipes.load_all()
+    assert str(e.value) == (
+        f"{pipe}: a pipe nothing wrote to in 0.1 s; give a recipe's TOML text, or move it out "
+        "of recipes/"
+    )
+    pipe.unlink()
+    write(kit_root, "a = " + "[" * 100_000, name="deep")
+    with pytest.raises(KitError, match=r"deep\.toml: nested too deeply to be a recipe$"):
+        recipes.load_all()
 
 
 def test_compile_section(kit_root, mini):

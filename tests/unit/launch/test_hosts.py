@@ -32,6 +32,24 @@ def test_a_host_list_from_the_command_line_or_a_file(tmp_path):
             hosts.parse(*args)
 
 
+@pytest.mark.parametrize("address", ["fe80::1", "[fe80::1]:2", "::1", "fe80::1%eth0"])
+def test_an_ipv6_address_is_refused_naming_the_fix(tmp_path, address):
+    """mpirun's host lists (Hydra's -hosts, Open MPI's -H) read a ':' as a slot count's:
+    --hosts refused an IPv6 address as no host name, and a --hostfile's fe80::1 was cut
+    to a host named fe80."""
+    f = tmp_path / "hostfile"
+    f.write_text(f"n1\n{address}  # the second node\n")
+    for given, where in (((f"n1,{address}", None), f"--hosts 'n1,{address}'"),
+                         ((None, f), f"--hostfile {f}")):  # fmt: skip
+        with pytest.raises(KitError) as e:
+            hosts.parse(*given)
+        assert str(e.value) == (
+            f"{where}: '{address}' is an IPv6 address, which mpirun's host list cannot carry "
+            "(a ':' there starts a slot count); give the host's name (one /etc/hosts or DNS "
+            "gives it)"
+        )
+
+
 @pytest.mark.parametrize(
     ("content", "said"),
     [

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kit.core.errors import KitError
 from kit.results import analysis, lock, store
 
+from ..pipes import unblocked
 from ..records import record, typed
 
 SPEC = {"image": "pytorch-mpich", "runtimes": ["native"], "repeats": 6, "seed": 0}
@@ -132,7 +133,7 @@ def test_report_header_counts_skipped_lines(tmp_path):
         (lambda d: d.write_text("x"), r"--out '.*' is a file; choose a directory"),
         (
             lambda d: (d / store.FILE).mkdir(parents=True),
-            r"trials.jsonl' is not a regular file; move it away or choose another --out",
+            r"trials.jsonl' is a folder, not a regular file; move it away or choose another --out",
         ),
     ],
 )
@@ -233,7 +234,7 @@ def test_the_dry_run_sees_a_holder_without_taking_the_lock(tmp_path):
     ("setup", "message"),
     [
         (lambda d: d.write_text("x"), "--out '{d}' is a file; choose a directory"),
-        (lambda d: (d / store.FILE).mkdir(parents=True), "'{d}/trials.jsonl' is not a regular"),
+        (lambda d: (d / store.FILE).mkdir(parents=True), "'{d}/trials.jsonl' is a folder, not"),
         (lambda d: d.parent.joinpath("f").write_text(""), None),  # makeable: no error
     ],
 )
@@ -253,6 +254,32 @@ def test_the_dry_run_refuses_an_unusable_folder_as_the_run_does_making_nothing(
         assert str(dry.value) == str(real.value)
         assert str(dry.value).startswith(message.format(d=out))
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (unblocked, "a named pipe"),
+        (lambda p: p.mkdir(), "a folder"),
+        (lambda p: p.symlink_to(p.parent.parent / "elsewhere"), "a symbolic link (to {e})"),
+    ],
+)
+def test_a_lock_path_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path, make, kind):
+    """open() of a named pipe at .kit-run.lock waited for a writer for ever (kit run
+    --dry-run hung), a folder there was an IsADirectoryError traceback in the dry run: the
+    run and its dry run refuse each with the same line."""
+    out = tmp_path / "out"
+    out.mkdir()
+    make(out / lock.LOCK_FILE)
+    said = (
+        f"'{out / lock.LOCK_FILE}' is {kind.format(e=tmp_path / 'elsewhere')}, not a regular "
+        "file; move it away or choose another --out"
+    )
+    with pytest.raises(KitError) as dry:
+        lock.check_out(out)
+    with pytest.raises(KitError) as real, lock.held(out):
+        pass
+    assert str(dry.value) == str(real.value) == said
 
 
 def test_a_report_reads_each_trial_once(tmp_path, capsys):
@@ -300,6 +327,61 @@ def test_a_record_the_disk_cannot_hold_is_cut_back_off_and_printed(tmp_path):
         f"... --out {tmp_path} --resume"
     )
     assert (tmp_path / store.FILE).read_text() == json.dumps(r, sort_keys=True) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "want"), [(store.FILE, "a regular file"), (store.LOGS, "a folder")]
+)
+def test_a_link_in_a_results_folder_is_refused_never_written_through(tmp_path, capsys, name, want):
+    """A copied or shared folder whose trials.jsonl or logs/ is a link to a file or folder
+    elsewhere: kit run appended its records to that file and kept its logs there. The run,
+    its dry run and an append refuse it with one line (the record printed, never lost);
+    kit report still reads the folder."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    if name == store.FILE:
+        elsewhere.write_text(json.dumps(record("native", 1.0)) + "\n")
+    else:
+        elsewhere.mkdir()
+    (out / name).symlink_to(elsewhere)
+    before = sorted(tmp_path.rglob("*"))
+    said = (
+        f"'{out / name}' is a symbolic link (to {elsewhere}), not {want}; move it away or "
+        "choose another --out"
+    )
+    r = record("native", 2.0, index=1)
+    for write in (
+        lambda: lock.check_out(out),
+        lambda: lock.held(out).__enter__(),
+        lambda: store.open_campaign(out, SPEC, resume=False),
+        lambda: store.append(out, r),
+    ):
+        with pytest.raises(KitError) as e:
+            write()
+        assert str(e.value) == said
+    assert sorted(tmp_path.rglob("*")) == before
+    if name == store.FILE:
+        assert elsewhere.read_text() == json.dumps(record("native", 1.0)) + "\n"
+        assert len(store.load(out).records) == 1  # read through the link, as before
+    unwritten = f"kit: the unwritten record follows: {json.dumps(r, sort_keys=True)}\n"
+    assert capsys.readouterr().err == unwritten
+
+
+def test_a_log_linked_elsewhere_is_not_written_through(tmp_path, capsys):
+    """The whole output of a trial that did not end ok goes to logs/NAME.log: a link there
+    had kit overwrite the file it names. It is said, and the record goes on without it."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / store.LOGS).mkdir(parents=True)
+    elsewhere.write_text("kept\n")
+    log = out / store.LOGS / "trial-1.log"
+    log.symlink_to(elsewhere)
+    assert store.save_log(out, "trial-1", "output") == ""
+    assert elsewhere.read_text() == "kept\n"
+    assert capsys.readouterr().err == (
+        f"kit: warning: cannot keep the output in {log}: '{log}' is a symbolic link (to "
+        f"{elsewhere}), not a regular file\n"
+    )
+    assert store.save_log(out, "trial-2", "output") == "logs/trial-2.log"
 
 
 def test_a_record_holding_nan_or_an_infinity_is_filed_with_the_fields_named_never_as_nan(
