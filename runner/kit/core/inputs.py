@@ -1,5 +1,5 @@
 """Files kit reads from outside: host lists, Dockerfiles, recipes, Slurm site files, a
-campaign's and a preset's settings, manifests and cache metadata, an archive's manifest.
+campaign's and a preset's settings (TOML too), manifests and cache metadata, an archive's manifest.
 
 Each is read through here, so a device (/dev/zero), a pipe no one writes to, a binary or a
 hostile file is one error line naming the file, never a hang, an out-of-memory or a
@@ -12,6 +12,7 @@ import json
 import os
 import select
 import stat
+import tomllib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -89,6 +90,18 @@ def loads(data: bytes | str, what: str, fix: str) -> object:
 def read_json(path: Path, what: str, fix: str, limit: int = JSON_LIMIT) -> object:
     """The file's JSON, at most `limit` bytes of it."""
     return loads(read_bytes(path, what, fix, limit), what, fix)
+
+
+def read_toml(path: Path, what: str, fix: str, kind: str) -> dict:
+    """The file's TOML, or an Unreadable naming why not (kind: what the file should be,
+    for the message when tomllib recursed too deep into nested arrays and tables)."""
+    source = read_text(path, what, fix)
+    try:
+        return tomllib.loads(source)
+    except tomllib.TOMLDecodeError as e:
+        raise _fail(what, f"not valid TOML ({e})", fix) from None
+    except RecursionError:
+        raise _fail(what, f"nested too deeply to be {kind}", fix) from None
 
 
 def remade(path: Path) -> object:

@@ -1,7 +1,6 @@
 """Recipes: one TOML file per image, validated into a Recipe."""
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -252,13 +251,7 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if path in seen:
         raise KitError(f"{path}: 'extends' loops back to itself")
     fix = "give a recipe's TOML text, or move it out of recipes/"
-    text = inputs.read_text(path, str(path), fix)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise KitError(f"{path}: not valid TOML ({e})") from None
-    except RecursionError:  # tomllib recurses into nested arrays and tables
-        raise KitError(f"{path}: nested too deeply to be a recipe") from None
+    data = inputs.read_toml(path, str(path), fix, "a recipe")
     parent = data.pop("extends", None)
     if parent is None:
         return data

@@ -13,7 +13,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,13 +69,7 @@ def load_site(path: Path | None) -> Site:
     if path is None:
         return Site()
     where = f"--slurm-config {path}"
-    text = inputs.read_text(path, where, "give a TOML file with a [slurm] table")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise KitError(f"{where}: not valid TOML ({e})") from None
-    except RecursionError:  # tomllib recurses into nested arrays and tables
-        raise KitError(f"{where}: nested too deeply to be a site file") from None
+    data = inputs.read_toml(path, where, "give a TOML file with a [slurm] table", "a site file")
     unknown = sorted(set(data) - {"slurm"})
     if unknown:
         raise KitError(f"{where}: unknown table(s) {', '.join(unknown)}; kit reads [slurm]")

@@ -18,7 +18,6 @@ the most nodes.
 
 import dataclasses
 import math
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -89,11 +88,7 @@ def load(name: str) -> Preset:
     if name not in names():  # a name, never a path: --preset and preset.json give it
         raise KitError(f"no preset '{name}' (known: {', '.join(names())}); see kit presets")
     fix = "compare it with the others"
-    text = inputs.read_text(path, f"preset {path}", fix)
-    try:
-        raw = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as e:  # tomllib recurses into arrays
-        raise KitError(f"preset {path} is not TOML ({e}); {fix}") from None
+    raw = inputs.read_toml(path, f"preset {path}", fix, "a preset")
     if why := problem(raw, "leg"):
         raise KitError(f"preset {path}: {why}; {fix}")
     legs = [
