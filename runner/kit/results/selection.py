@@ -152,8 +152,8 @@ def campaigns(db: sqlite3.Connection, sel: Selection) -> list[Listed]:
     )
     out = []
     for row in rows:
-        columns = zip(fields(Listed), row, strict=True)
-        if bad := next((f for f, value in columns if not isinstance(value, f.type)), None):
+        typed = zip(fields(Listed), row, strict=True)
+        if bad := next((f for f, value in typed if not isinstance(value, f.type)), None):
             kind = "text" if bad.type is str else "a whole number"
             left_out(f"campaign {row[0]}", f"its {bad.name} is not {kind}")
         else:

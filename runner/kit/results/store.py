@@ -66,9 +66,9 @@ def shape_problem(record: object) -> str | None:
         if not _kind(result.get(name), want):
             return f"result field '{name}' is missing or of the wrong type"
     for name, (want, items) in benches.ANALYSED_IF_THERE.items():
-        value = result.get(name)
         if name not in result:
             continue
+        value = result[name]
         if not _kind(value, want) or (
             items and isinstance(value, list) and not all(_kind(x, items) for x in value)
         ):
