@@ -8,14 +8,19 @@ import threading
 import time
 from pathlib import Path
 
+FIRST_S = 30.0  # long after any wait kit gives a pipe in a test, however loaded the host
+
 
 def _unblock(path: Path) -> None:
-    """Every few seconds for a minute, open a pipe for writing and close it: a reader
-    waiting in open() gets its end of file (a test that fails, never one that hangs)."""
+    """From FIRST_S on, every few seconds for a minute, open a pipe for writing and close
+    it: a reader waiting in open() gets its end of file (a test that fails, never one that
+    hangs). Not sooner: a reader that kit gives a short wait (PIPE_WAIT) and that was slow
+    to start would see that end of file as an empty file, not a silent pipe."""
+    time.sleep(FIRST_S)
     for _ in range(20):
-        time.sleep(3)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # ENXIO: no reader waits now
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        time.sleep(3)
 
 
 def unblocked(path: Path) -> None:

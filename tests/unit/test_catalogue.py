@@ -18,9 +18,10 @@ from kit.core.errors import KitError
 from kit.results import catalogue, selection, store
 from kit.results.record import Trial
 from kit.run import campaign
-from tests.unit.pipes import unblocked
 from tests.unit.records import campaign_folder
 from tests.unit.run.test_campaign_run import Scripted, run
+
+from .pipes import unblocked
 
 RUNNER = str(Path(__file__).resolve().parents[2] / "runner")
 

@@ -1,7 +1,6 @@
 """Files from outside, read through one bounded reader: a device, a binary or a hostile
 JSON file is one error line, never a hang, an out-of-memory or a traceback."""
 
-import contextlib
 import io
 import json
 import os
@@ -14,6 +13,8 @@ import pytest
 from kit.core import inputs
 from kit.core.errors import KitError
 
+from ..pipes import unblocked
+
 
 def test_a_device_is_read_no_further_than_the_cap():
     with pytest.raises(inputs.Unreadable) as e:
@@ -23,22 +24,11 @@ def test_a_device_is_read_no_further_than_the_cap():
     )
 
 
-def _unblock(fifo: Path, after: float) -> None:
-    """Open fifo for writing after a while, then close it: a reader still waiting in open()
-    (as before PIPE_WAIT) gets its end of file, so a test of it fails rather than hangs."""
-    time.sleep(after)
-    with contextlib.suppress(OSError):  # ENXIO: no reader waits any more
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-
-
 def test_a_pipe_no_one_writes_to_is_one_line_not_a_hang(tmp_path, monkeypatch):
     """open() of a named pipe waits for a writer for ever: kit run --hostfile FIFO hung."""
     fifo = tmp_path / "hosts"
-    os.mkfifo(fifo)
     monkeypatch.setattr(inputs, "PIPE_WAIT", 0.2)
-    # The writer comes long after the wait: a read that waited for it returns its end of
-    # file, not Unreadable, however loaded the machine (no clock is read here).
-    threading.Thread(target=_unblock, args=(fifo, 30.0), daemon=True).start()
+    unblocked(fifo)  # a writer long after the wait: one that waited for it reads an end of file
     with pytest.raises(inputs.Unreadable) as e:
         inputs.read_text(fifo, f"--hostfile {fifo}", "give a text file")
     assert str(e.value) == f"--hostfile {fifo}: a pipe nothing wrote to in 0.2 s; give a text file"
