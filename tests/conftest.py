@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 MINI = """\
 name = "mini-openmpi"
 version = "0.1.0"
+source_date_epoch = 1795824000
 description = "test recipe"
 distro = "bookworm"
 stack = "historical"

@@ -52,6 +52,31 @@ def cmd_build(a: argparse.Namespace) -> None:
         convert.convert(r, a.variant, formats)
 
 
+def cmd_verify(a: argparse.Namespace) -> None:
+    from kit.image import build, recipes, verify
+
+    if a.image.endswith(".sif"):
+        raise KitError(f"'{a.image}': verifying a SIF is not built yet; verify its image")
+    r = recipes.load(a.image).for_variant(a.variant)
+    r.check_variant(a.variant)
+    tag = r.tag(a.variant)
+    if a.against:
+        other, how = a.against, a.against
+    else:
+        other = f"kit-verify/{r.name}:{r.version}-{a.variant}"
+        how = "a rebuild with no cache"
+        print(f"building {tag} again with no cache, as {other}", flush=True)
+        build.make(r, a.variant, build.Options(a.ca_cert, no_cache=True), other)
+    verdict = verify.compare(tag, other)
+    verify.record(build.artifacts(r, a.variant).manifest, verdict, how)
+    if a.json:
+        print(json.dumps(verdict.as_json(), indent=2))
+    else:
+        print("\n".join(verify.lines(verdict, None if a.all else 20)))
+    if not verdict.reproduced:
+        raise SystemExit(1)
+
+
 def cmd_convert(a: argparse.Namespace) -> None:
     from kit.image import convert, recipes
 
@@ -134,6 +159,32 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
     s.set_defaults(func=cmd_build)
+
+
+def add_verify(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "verify",
+        help="build an image again with no cache and check it is the same, bit for bit",
+        description="Build IMAGE's recipe version again from nothing (no layer cache) under "
+        "the scratch tag kit-verify/IMAGE:VERSION-VARIANT and compare it with the built "
+        "image: the same digest is 'reproduced' (exit 0); otherwise every path that differs "
+        "is named with how (present in one only, content, mode, owner, mtime) and every "
+        "config field, exit 1. The verdict is kept in the image's manifest.",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    s.add_argument(
+        "--against",
+        metavar="REF",
+        help="compare with this image in the engine (e.g. one pulled from a registry) "
+        "instead of a rebuild",
+    )
+    s.add_argument(
+        "--ca-cert", type=Path, metavar="FILE", help="CA bundle for the rebuild (as kit build)"
+    )
+    s.add_argument("--all", action="store_true", help="list every path that differs")
+    s.add_argument("--json", action="store_true", help="the verdict as JSON")
+    s.set_defaults(func=cmd_verify)
 
 
 def add_convert(sub: argparse._SubParsersAction) -> None:

@@ -85,6 +85,7 @@ def labels(r: Recipe, variant: str) -> Label:
             ("kit.variant", variant),
             ("kit.mpi.flavour", r.mpi.flavour),
             ("kit.mpi.version", r.mpi.version),
+            ("kit.source-date-epoch", str(r.epoch)),
         )
     )
 
@@ -102,9 +103,26 @@ def environment(r: Recipe, variant: str) -> Env:
     )
 
 
+# What package scripts leave behind that holds the time of the build or the state of
+# the machine it ran on: apt's and dpkg's logs, ldconfig's cache of file dates,
+# fontconfig's caches of folder dates (as mmdebstrap removes them from the base). A step
+# that runs them removes them in the same layer; .pyc files are written hash-based
+# (SOURCE_DATE_EPOCH is set for every step, kit.image.render), and file dates are
+# clamped when the image is written (kit.image.reproducible).
+VOLATILE = (
+    "/var/log/dpkg.log",
+    "/var/log/alternatives.log",
+    "/var/log/apt/*.log",
+    "/var/log/apt/eipp.log.xz",
+    "/var/cache/ldconfig/aux-cache",
+    "/var/cache/fontconfig/*",
+)
+FORGET = "rm -rf " + " ".join(VOLATILE)
+
+
 def apt_install(pins: tuple[str, ...]) -> Shell:
-    """One layer of packages, without apt's leftovers: the base image keeps downloaded
-    .deb files (debootstrap sets no clean-up hook), which were 355 MB of every image."""
+    """One layer of packages, without apt's leftovers (downloaded .deb files were 355 MB
+    of every image) or what holds the time of the build (VOLATILE)."""
     return Shell(
         (
             "apt-get -o APT::Sandbox::User=root update",
@@ -112,6 +130,7 @@ def apt_install(pins: tuple[str, ...]) -> Shell:
             "--no-install-recommends \\\n" + " \\\n".join(f"        {p}" for p in pins),
             "apt-get clean",
             "rm -rf /var/lib/apt/lists/*",
+            FORGET,
         )
     )
 
@@ -144,6 +163,7 @@ def mpi_select(r: Recipe) -> Shell:
         (
             f"update-alternatives --set mpi /usr/bin/{spec.mpicc}",
             f"update-alternatives --set mpirun /usr/bin/{spec.mpirun}",
+            FORGET,
         )
     )
 

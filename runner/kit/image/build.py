@@ -12,7 +12,7 @@ from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
-from kit.image import engine, render, wheels
+from kit.image import engine, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.convert import artifacts
 from kit.image.recipes import Recipe
@@ -85,24 +85,11 @@ def ensure_base(recipe: Recipe, variant: str) -> None:
 
 
 def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
+    """Build the recipe's image under its tag and file its manifest; the tag."""
     opts = opts or Options()
-    render.check([recipe])
     recipe = recipe.for_variant(variant)
-    engine.server_version()
-    ensure_base(recipe, variant)
     t0 = time.monotonic()
-    wheels.fetch(recipe)
-    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
-    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
-        iidfile = Path(scratch) / "image-id"
-        stream(untagged_argv(argv, iidfile), "docker build", env=env)
-        image = iidfile.read_text().strip()
-    # Second pass: every step is cached but the label holding the package lists.
-    lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
-    contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
-    print("labelling the image with its package lists", flush=True)
-    capture(label_argv(argv, contents), "docker build (labels)", env=env)
+    lists = make(recipe, variant, opts, recipe.tag(variant))
     manifest = write_manifest(recipe, variant, lists[APT_LIST], lists[PIP_LIST])
     print(
         f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
@@ -112,10 +99,36 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     return recipe.tag(variant)
 
 
+def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, list[str]]:
+    """The docker build of a recipe's variant, written in reproducible form as `tag`
+    (kit.image.reproducible); the package lists read back from it."""
+    render.check([recipe])
+    engine.server_version()
+    ensure_base(recipe, variant)
+    wheels.fetch(recipe)
+    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+        iidfile = Path(scratch) / "image-id"
+        stream(untagged_argv(argv, iidfile), "docker build", env=env)
+        image = iidfile.read_text().strip()
+        # Second pass: every step is cached but the label holding the package lists.
+        lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
+        contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
+        print("labelling the image with its package lists", flush=True)
+        labelled = untagged_argv(label_argv(argv, contents), iidfile)
+        capture(labelled, "docker build (labels)", env=env)
+        raw = iidfile.read_text().strip()
+    print(f"writing {tag} in reproducible form (epoch {recipe.epoch})", flush=True)
+    reproducible.rewrite(raw, tag, recipe.epoch)
+    return lists
+
+
 def untagged_argv(argv: list[str], iidfile: Path) -> list[str]:
-    """The first pass, untagged (its id goes to `iidfile`): until its package lists are
-    in its labels it is not the image the tag names, and a `kit run` or a second build
-    beside this one must not take it for that (seen with two test workers)."""
+    """A pass untagged (its id goes to `iidfile`): until its package lists are in its
+    labels and it is written in reproducible form it is not the image the tag names, and
+    a `kit run` or a second build beside this one must not take it for that (seen with
+    two test workers)."""
     i = argv.index("-t")
     return [*argv[:i], "--iidfile", str(iidfile), *argv[i + 2 :]]
 

@@ -1,17 +1,16 @@
-"""`kit base`: the local Debian base image, for sites whose engine cannot pull."""
+"""`kit base`: the local Debian base image, for sites whose engine cannot pull, made
+reproducibly (mmdebstrap with SOURCE_DATE_EPOCH, kit.image.reproducible)."""
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from kit.core import schema, settings
 from kit.core.errors import KitError
 from kit.core.proc import stream, which
-from kit.image import engine
+from kit.image import engine, reproducible
 
 MIRROR_FIX = "give the mirror's URL, e.g. http://deb.debian.org/debian"
 
@@ -23,7 +22,7 @@ def base_tag(distro: str) -> str:
 def host_mirror() -> str:
     """The Debian mirror the host's apt already uses (KIT_DEBIAN_MIRROR overrides)."""
     if mirror := settings.value("KIT_DEBIAN_MIRROR"):
-        return schema.operand("KIT_DEBIAN_MIRROR", mirror, "debootstrap", MIRROR_FIX)
+        return schema.operand("KIT_DEBIAN_MIRROR", mirror, "mmdebstrap", MIRROR_FIX)
     sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
     sources.append(Path("/etc/apt/sources.list"))
     for f in sources:
@@ -36,38 +35,57 @@ def host_mirror() -> str:
     raise KitError("no Debian mirror in /etc/apt; pass --mirror URL or set KIT_DEBIAN_MIRROR")
 
 
+# The base's epoch: every file Debian's packages or the bootstrap wrote later is dated
+# this (2026-11-28T00:00:00Z); Debian's own file dates are older and stay.
+EPOCH = 1795824000
+# What makes a base image kit's reproducible one: a base made otherwise (by an older
+# kit's debootstrap) under the same tag is made again.
+MADE_BY = f"mmdebstrap minbase, SOURCE_DATE_EPOCH={EPOCH}"
+# The host's name and resolver are copied in by mmdebstrap, and a suite whose Release has
+# passed its Valid-Until (this kind of machine's trixie and sid) needs apt told so
+# while the bootstrap runs; neither is left in the image.
+HOOKS = (
+    '--aptopt=Acquire::Check-Valid-Until "false"',
+    '--customize-hook=rm -f "$1"/etc/resolv.conf "$1"/etc/hostname '
+    '"$1"/etc/apt/apt.conf.d/99mmdebstrap',
+)
+
+
+def mmdebstrap_argv(mmdebstrap: str, distro: str, out: Path, mirror: str) -> list[str]:
+    return [mmdebstrap, "--mode=root", "--variant=minbase", *HOOKS, distro, str(out), mirror]
+
+
+def current(tag: str) -> bool:
+    """The engine holds tag, made as this kit makes it."""
+    info = engine.inspect(tag)
+    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
+    return labels.get("kit.base.made-by") == MADE_BY
+
+
 def make(distro: str, mirror: str | None, force: bool) -> str:
-    """debootstrap a minimal root file system and import it as kit/debian:<distro>."""
-    schema.operand("--suite", distro, "debootstrap", "give a Debian suite, e.g. bookworm")
+    """A minimal root file system by mmdebstrap with SOURCE_DATE_EPOCH (the same bytes
+    from the same mirror, whatever the host's clock, name, locale or umask), made a
+    one-layer image in reproducible form as kit/debian:<distro>."""
+    schema.operand("--suite", distro, "mmdebstrap", "give a Debian suite, e.g. bookworm")
     if mirror is not None:
-        schema.operand("--mirror", mirror, "debootstrap", MIRROR_FIX)
+        schema.operand("--mirror", mirror, "mmdebstrap", MIRROR_FIX)
     tag = base_tag(distro)
     engine.server_version()
-    if engine.inspect(tag) is not None and not force:
+    if current(tag) and not force:
         print(f"{tag} already exists (use --force to remake it)")
         return tag
     if os.geteuid() != 0:
-        raise KitError("kit base runs debootstrap, which needs root: run 'kit base' as root")
-    debootstrap = which("debootstrap", "install it: apt-get install debootstrap")
+        raise KitError("kit base runs mmdebstrap, which needs root: run 'kit base' as root")
+    mmdebstrap = which("mmdebstrap", "install it: apt-get install mmdebstrap")
     mirror = mirror or host_mirror()
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kit-base-", dir="/var/tmp") as root:
-        stream([debootstrap, "--variant=minbase", distro, root, mirror], "debootstrap")
-        for deb in Path(root, "var/cache/apt/archives").glob("*.deb"):
-            deb.unlink()
-        created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        changes = [
-            f"LABEL kit.base.distro={distro} kit.base.created={created}",
-            'CMD ["/bin/bash"]',
-        ]
-        argv = [engine.docker(), "import"]
-        for c in changes:
-            argv += ["--change", c]
-        print(f"importing {root} as {tag}", file=sys.stderr)
-        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run([*argv, "-", tag], stdin=tar.stdout, capture_output=True, text=True)
-        tar.stdout.close()
-        if tar.wait() != 0 or imp.returncode != 0:
-            raise KitError(f"docker import of {root} failed: {imp.stderr.strip()}")
-    print(f"{tag} made in {time.monotonic() - t0:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="kit-base-", dir="/var/tmp") as scratch:
+        out = Path(scratch) / "rootfs.tar"
+        env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH), "TMPDIR": scratch}
+        stream(mmdebstrap_argv(mmdebstrap, distro, out, mirror), "mmdebstrap", env=env)
+        labels = {"kit.base.distro": distro, "kit.base.made-by": MADE_BY}
+        config = {"Cmd": ["/bin/bash"], "Labels": labels}
+        print(f"writing {out} as {tag}", file=sys.stderr)
+        image = reproducible.from_rootfs(out, tag, EPOCH, config, f"mmdebstrap {distro}")
+    print(f"{tag} ({image[:19]}) made in {time.monotonic() - t0:.0f} s")
     return tag

@@ -34,6 +34,7 @@ _PKG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 TOP = {
     "name": F(str, schema.NAME),
     "version": F(str, re.compile(r"[0-9A-Za-z][0-9A-Za-z.+~_-]{0,62}")),
+    "source_date_epoch": F(int),
     "description": F(str, schema.TEXT),
     "distro": F(str, re.compile(r"[a-z]{2,20}")),
     "stack": F(str, re.compile("current|historical")),
@@ -136,6 +137,7 @@ class Recipe:
     variants: tuple[str, ...]
     path: Path
     stack: str  # current: today's frameworks; historical: the studies' (last working versions)
+    epoch: int  # SOURCE_DATE_EPOCH: every date in the image (kit.image.reproducible)
     compile: Compile | None = None
     base: str = ""  # the image to build FROM: the local Debian base unless a variant says
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the image
@@ -295,6 +297,11 @@ def _build(data: dict, path: Path) -> Recipe:
         if v not in variants:
             raise KitError(f"{path}: [variant.{v}] is not in variants {list(variants)}")
     distro = _get(data, "distro", str, path)
+    epoch = _get(data, "source_date_epoch", int, path)
+    if not 0 < epoch < 2**32:
+        raise KitError(
+            f"{path}: source_date_epoch {epoch} must be seconds since 1970 (e.g. 1795824000)"
+        )
     return Recipe(
         name=name,
         version=_get(data, "version", str, path),
@@ -314,6 +321,7 @@ def _build(data: dict, path: Path) -> Recipe:
         variants=variants,
         path=path,
         stack=_get(data, "stack", str, path),
+        epoch=epoch,
         compile=comp,
         overrides=overrides,
         raw=data,

@@ -42,6 +42,7 @@ def dockerfile(r: Recipe, variant: str = "cpu") -> str:
             "FROM ${BASE_IMAGE}" + (f" AS {stage.name}" if stage.name else ""),
             'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
             "ARG KIT_PIP_INDEX_URL",
+            f"ARG SOURCE_DATE_EPOCH={r.epoch}",
         ]
         lines += [_docker(p) for p in stage.prims]
     return "\n".join(lines) + "\n"
@@ -102,7 +103,9 @@ def definition(r: Recipe, variant: str = "cpu") -> str:
             lines.append(f"Stage: {stage.name or 'final'}")
         if i == 0 and r.local_base:
             lines += ["", "%arguments", f"    BASE_SIF=kit-base-{r.distro}.sif"]
-        lines += _sections(stage, blocks.under_fakeroot(r))
+        lines += _sections(
+            stage, (f"export SOURCE_DATE_EPOCH={r.epoch}", *blocks.under_fakeroot(r))
+        )
     lines += ["", "%runscript", f'    exec {blocks.PYTHON} "$@"']
     return "\n".join(lines) + "\n"
 

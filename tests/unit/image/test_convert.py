@@ -78,10 +78,10 @@ def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
          "its options; give a registry reference or an Apptainer source URI, e.g. "
          "docker://REGISTRY/IMAGE"),
         (["base", "--suite=--foreign"],
-         "--suite '--foreign' starts with '-', which debootstrap would read as one of its "
+         "--suite '--foreign' starts with '-', which mmdebstrap would read as one of its "
          "options; give a Debian suite, e.g. bookworm"),
         (["base", "--mirror=--keyring=/tmp/k"],
-         "--mirror '--keyring=/tmp/k' starts with '-', which debootstrap would read as one of "
+         "--mirror '--keyring=/tmp/k' starts with '-', which mmdebstrap would read as one of "
          "its options; give the mirror's URL, e.g. http://deb.debian.org/debian"),
     ],
 )  # fmt: skip
@@ -104,7 +104,7 @@ def test_a_value_passed_to_a_tool_as_an_operand_never_starts_with_a_dash(
 
 def test_the_mirror_kit_base_takes_from_the_environment_is_checked_as_an_operand(monkeypatch):
     monkeypatch.setenv("KIT_DEBIAN_MIRROR", "-x")
-    with pytest.raises(KitError, match=r"^KIT_DEBIAN_MIRROR '-x' starts with '-', which deb"):
+    with pytest.raises(KitError, match=r"^KIT_DEBIAN_MIRROR '-x' starts with '-', which mmdeb"):
         debian_base.host_mirror()
 
 
@@ -140,8 +140,8 @@ def test_a_docker_archive_alone_records_its_time_without_a_squashfs(tmp_path, mo
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest == {
         "digest": "sha256:0123",
-        "tag": "kit/pytorch-mpich:1.2.0-cpu",
-        "recipe_version": "1.2.0",
+        "tag": "kit/pytorch-mpich:1.3.0-cpu",
+        "recipe_version": "1.3.0",
         "variant": "cpu",
         "conversion": {"seconds": {"docker-archive": 10.6}},
     }
@@ -157,7 +157,7 @@ def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monke
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
     recipe = recipes.load("pytorch-mpich")
     folders = tmp_path / "cache" / "images" / "pytorch-mpich"
-    for digest, version, age in (("sha256:aa", "1.2.0", 2), ("sha256:bb", "1.2.0", 1),
+    for digest, version, age in (("sha256:aa", "1.3.0", 2), ("sha256:bb", "1.3.0", 1),
                                  ("sha256:cc", "1.1.0", 0)):  # fmt: skip
         d = folders / digest[-2:]
         d.mkdir(parents=True)
@@ -169,7 +169,7 @@ def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monke
     assert (prep.ref, prep.digest) == (str(folders / "bb" / "image.sif"), "sha256:bb")
     assert capsys.readouterr().err == (
         f"no Docker engine answers: using {folders / 'bb' / 'image.sif'}, converted earlier "
-        "from kit/pytorch-mpich:1.2.0-cpu (sha256:bb)\n"
+        "from kit/pytorch-mpich:1.3.0-cpu (sha256:bb)\n"
     )
     assert convert.earlier(recipe, "cpu", "squashfs") is None  # no squashfs was made
     with pytest.raises(KitError, match="the Docker engine did not answer"):
@@ -177,14 +177,14 @@ def test_with_no_engine_a_sif_converted_earlier_serves_apptainer(tmp_path, monke
 
 
 def superseded(tmp_path: Path) -> Path:
-    """Builds of pytorch-mpich in the cache: aa, bb, dd, ee of recipe version 1.2.0 (ee
+    """Builds of pytorch-mpich in the cache: aa, bb, dd, ee of recipe version 1.3.0 (ee
     the one just converted), cc of 1.1.0; 5 MB a product."""
     folders = tmp_path / "images" / "pytorch-mpich"
-    for key, version, files in (("aa", "1.2.0", ("image.sif", "image.sqfs", "image.tar")),
-                                ("bb", "1.2.0", ("image.sif", "image.sqfs")),
+    for key, version, files in (("aa", "1.3.0", ("image.sif", "image.sqfs", "image.tar")),
+                                ("bb", "1.3.0", ("image.sif", "image.sqfs")),
                                 ("cc", "1.1.0", ("image.sif",)),
-                                ("dd", "1.2.0", ("image.sif",)),
-                                ("ee", "1.2.0", ())):  # fmt: skip
+                                ("dd", "1.3.0", ("image.sif",)),
+                                ("ee", "1.3.0", ())):  # fmt: skip
         d = folders / key
         d.mkdir(parents=True)
         manifest = {"digest": f"sha256:{key}", "recipe_version": version, "variant": "cpu"}
@@ -255,5 +255,5 @@ def test_earlier_builds_the_engine_no_longer_holds_go_whole_unless_in_use(
     assert sorted(capsys.readouterr().err.splitlines()) == [
         f"removed 0.01 GB of the superseded conversions in {folders / 'bb'}",
         f"removed 0.02 GB in {folders / 'aa'}: the conversions of sha256:aa, an earlier build "
-        "of kit/pytorch-mpich:1.2.0-cpu that the engine no longer holds",
+        "of kit/pytorch-mpich:1.3.0-cpu that the engine no longer holds",
     ]

@@ -18,19 +18,24 @@ ARG BASE_IMAGE=kit/debian:bookworm
 FROM ${BASE_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG KIT_PIP_INDEX_URL
+ARG SOURCE_DATE_EPOCH=1795824000
 RUN apt-get -o APT::Sandbox::User=root update && \\
     DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
 --no-install-recommends \\
         python3=3.11.2-1+b1 && \\
     apt-get clean && \\
-    rm -rf /var/lib/apt/lists/*
+    rm -rf /var/lib/apt/lists/* && \\
+    rm -rf /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/*.log \
+/var/log/apt/eipp.log.xz /var/cache/ldconfig/aux-cache /var/cache/fontconfig/*
 RUN apt-get -o APT::Sandbox::User=root update && \\
     DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y \
 --no-install-recommends \\
         openmpi-bin=4.1.4-3+b1 \\
         libopenmpi-dev=4.1.4-3+b1 && \\
     apt-get clean && \\
-    rm -rf /var/lib/apt/lists/*
+    rm -rf /var/lib/apt/lists/* && \\
+    rm -rf /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/*.log \
+/var/log/apt/eipp.log.xz /var/cache/ldconfig/aux-cache /var/cache/fontconfig/*
 LABEL org.opencontainers.image.title="mini-openmpi" \\
     org.opencontainers.image.version="0.1.0" \\
     org.opencontainers.image.description="test recipe" \\
@@ -38,14 +43,17 @@ LABEL org.opencontainers.image.title="mini-openmpi" \\
     kit.recipe.version="0.1.0" \\
     kit.variant="cpu" \\
     kit.mpi.flavour="openmpi" \\
-    kit.mpi.version="4.1.4-3+b1"
+    kit.mpi.version="4.1.4-3+b1" \\
+    kit.source-date-epoch="1795824000"
 ENV KIT_IMAGE="mini-openmpi" \\
     KIT_RECIPE_VERSION="0.1.0" \\
     KIT_VARIANT="cpu" \\
     KIT_MPI_FLAVOUR="openmpi" \\
     PATH="/opt/kit/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RUN update-alternatives --set mpi /usr/bin/mpicc.openmpi && \\
-    update-alternatives --set mpirun /usr/bin/mpirun.openmpi
+    update-alternatives --set mpirun /usr/bin/mpirun.openmpi && \\
+    rm -rf /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/*.log \
+/var/log/apt/eipp.log.xz /var/cache/ldconfig/aux-cache /var/cache/fontconfig/*
 RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
 if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi && \\
     python3 -m venv /opt/kit/venv && \\
@@ -88,8 +96,11 @@ def test_definition_has_same_content_as_dockerfile(kit_root):
     assert "    kit.mpi.flavour openmpi\n" in text
     assert "    export KIT_IMAGE=mini-openmpi\n" in text
     post = text.split("%post -c /bin/bash\n    set -euo pipefail\n", 1)[1]
-    # unprivileged Apptainer builds re-run %post under the distribution's fakeroot
-    assert post.startswith('    if [ -z "${FAKEROOTKEY:-}" ]; then\n')
+    # every date the build writes is the recipe's epoch; unprivileged Apptainer builds
+    # re-run %post under the distribution's fakeroot
+    assert post.startswith(
+        '    export SOURCE_DATE_EPOCH=1795824000\n    if [ -z "${FAKEROOTKEY:-}" ]; then\n'
+    )
     assert (
         "fakeroot=1.31-1.2\n        export FAKEROOTDONTTRYCHOWN=1\n"
         '        exec fakeroot -- /bin/bash "$0"\n    fi\n'

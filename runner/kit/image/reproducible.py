@@ -1,0 +1,267 @@
+"""An image in its reproducible form: the same bytes from the same content, on any
+machine, at any time.
+
+Docker 20.10's BuildKit stamps each file of a layer with the time it was written and the
+config with the time of the build (it predates SOURCE_DATE_EPOCH). So `kit build` and
+`kit base` pass what they made through this writer, as BuildKit's rewrite-timestamp and
+apko do: each layer is written again with every mtime clamped to the recipe's epoch,
+owner names and access/change times dropped, its entries in the order the engine wrote
+them (a sorted walk of the layer); the config keeps what the image is (environment,
+labels, command, layers) with the epoch as every date, and its history without the
+build arguments (a site's index or mirror). The image's ID, the SHA-256 of its config,
+then depends on its content alone. What a layer holds is the recipe's business: the
+rendered steps leave no logs, caches or timestamped `.pyc` behind (kit.image.blocks).
+"""
+
+import contextlib
+import hashlib
+import io
+import json
+import re
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TypeVar
+
+from kit.core.errors import KitError
+from kit.core.paths import cache_dir, write_atomically
+from kit.image import engine
+
+# The image config's fields that say what the image is; the rest (the builder's
+# container, its host name, BuildKit's inline cache) says how one build went.
+RUN_CONFIG = (
+    "User",
+    "ExposedPorts",
+    "Env",
+    "Entrypoint",
+    "Cmd",
+    "Volumes",
+    "WorkingDir",
+    "Labels",
+    "StopSignal",
+    "Shell",
+    "Healthcheck",
+    "OnBuild",
+)
+BUILD_ARGS = re.compile(r"\|\d+ (?:[A-Za-z_][A-Za-z0-9_]*=\S* )*")  # RUN |2 A=x B=y cmd
+CHUNK = 1 << 20
+T = TypeVar("T")
+
+
+def stamp(epoch: int) -> str:
+    """The epoch as the config's dates are written (RFC 3339, UTC, whole seconds)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Hashing(io.RawIOBase):
+    """A write-only stream that hashes what passes through it to `out`."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.sha = out, hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        self.sha.update(data)
+        self.out.write(data)
+        return len(data)
+
+
+def normal_member(member: tarfile.TarInfo, epoch: int) -> tarfile.TarInfo:
+    """One entry as the reproducible layer holds it: mtime clamped to the epoch, no owner
+    names (the numeric owner stays), no access or change times; extended attributes
+    (file capabilities) kept."""
+    member.mtime = min(int(member.mtime), epoch)
+    member.uname = member.gname = ""
+    member.pax_headers = {
+        k: v for k, v in member.pax_headers.items() if k.startswith("SCHILY.xattr.")
+    }
+    return member
+
+
+def write_layer(src: IO[bytes], dst: IO[bytes], epoch: int) -> str:
+    """Copy the layer tar `src` to `dst` in its reproducible form; its diff ID."""
+    hashing = _Hashing(dst)
+    with (
+        tarfile.open(fileobj=src, mode="r|") as inp,
+        tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as out,
+    ):
+        out.copybufsize = CHUNK
+        for member in inp:
+            data = inp.extractfile(member) if member.isreg() else None
+            out.addfile(normal_member(member, epoch), data)
+    return "sha256:" + hashing.sha.hexdigest()
+
+
+def plain_history(created_by: str) -> str:
+    """A history line without the build arguments BuildKit writes into RUN lines."""
+    return BUILD_ARGS.sub("", created_by, count=1)
+
+
+def normal_config(config: dict, diff_ids: list[str], epoch: int) -> bytes:
+    """The config's bytes: what the image is, dated at the epoch, keys sorted."""
+    when = stamp(epoch)
+    run = config.get("config") or {}
+    history = []
+    for h in config.get("history") or []:
+        line = {"created": when, "created_by": plain_history(h.get("created_by", ""))}
+        if h.get("empty_layer"):
+            line["empty_layer"] = True
+        history.append(line)
+    out = {
+        "architecture": config.get("architecture", "amd64"),
+        "os": config.get("os", "linux"),
+        "config": {k: run[k] for k in RUN_CONFIG if run.get(k) not in (None, "", [], {})},
+        "created": when,
+        "history": history,
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }
+    if config.get("variant"):
+        out["variant"] = config["variant"]
+    return json.dumps(out, sort_keys=True, separators=(",", ":")).encode()
+
+
+def read_saved(stream: IO[bytes], per_layer: Callable[[IO[bytes], int], T]) -> tuple[dict, list[T]]:
+    """Read a `docker save` stream: the image's config, and what `per_layer` made of each
+    layer tar (given the tar and its index as it passed), in the image's order. Layers are
+    handled as they pass (a multi-GB image is never held in memory or written out whole);
+    the manifest that orders them comes last."""
+    made: dict[str, T] = {}  # the archive's layer path -> what per_layer made of it
+    links: dict[str, str] = {}  # a layer that `docker save` wrote as a link to another
+    blobs: dict[str, bytes] = {}
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
+        for member in archive:
+            name = member.name.removeprefix("./")
+            if name.endswith("layer.tar") and member.issym():
+                target = Path(name).parent.joinpath(member.linkname).as_posix()
+                links[name] = re.sub(r"[^/]+/\.\./", "", target)
+            elif name.endswith("layer.tar") and member.isreg():
+                data = archive.extractfile(member)
+                assert data is not None
+                made[name] = per_layer(data, len(made))
+            elif member.isreg() and name.endswith(".json") and "/" not in name:
+                data = archive.extractfile(member)
+                assert data is not None
+                blobs[name] = data.read()
+    try:
+        manifest = json.loads(blobs["manifest.json"])[0]
+        config = json.loads(blobs[manifest["Config"]])
+        return config, [made[links.get(p, p)] for p in manifest["Layers"]]
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise KitError(f"'docker save' wrote no image kit can read ({e})") from None
+
+
+@contextlib.contextmanager
+def saved(ref: str) -> Iterator[IO[bytes]]:
+    """`docker save ref` as a stream; a failed save is one line."""
+    save = subprocess.Popen(
+        [engine.docker(), "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert save.stdout is not None and save.stderr is not None
+    try:
+        yield save.stdout
+    except (tarfile.TarError, OSError) as e:
+        save.kill()
+        save.wait()
+        raise KitError(f"reading 'docker save {ref}' failed: {e}") from None
+    finally:
+        save.stdout.close()
+    err = save.stderr.read().decode(errors="replace")
+    if save.wait() != 0:
+        raise KitError(f"docker save {ref} failed: {err.strip()[-300:]}")
+
+
+def load_archive(config: bytes, layers: list[Path], tag: str, out: IO[bytes]) -> None:
+    """Write what `docker load` takes: the layers, the config and a manifest naming tag."""
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    names = [f"{i:03d}/layer.tar" for i in range(len(layers))]
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": names}])
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+        archive.copybufsize = CHUNK
+        for name, path in zip(names, layers, strict=True):
+            info = tarfile.TarInfo(name)
+            info.size = path.stat().st_size
+            with path.open("rb") as f:
+                archive.addfile(info, f)
+        for name, data in ((config_name, config), ("manifest.json", manifest.encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def load(config: bytes, layers: list[Path], tag: str) -> str:
+    """`docker load` the image and tag it; its ID (the config's SHA-256)."""
+    load = subprocess.Popen(
+        [engine.docker(), "load", "--quiet"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert load.stdin is not None
+    try:
+        load_archive(config, layers, tag, load.stdin)
+    except BrokenPipeError:
+        pass
+    finally:
+        load.stdin.close()
+    assert load.stderr is not None and load.stdout is not None
+    err, _ = load.stderr.read(), load.stdout.read()
+    if load.wait() != 0:
+        tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"docker load of the reproducible {tag} failed: {tail}")
+    return "sha256:" + hashlib.sha256(config).hexdigest()
+
+
+@contextlib.contextmanager
+def _scratch() -> Iterator[Path]:
+    """A folder for the rewritten layers, beside the conversions (images are large)."""
+    folder = cache_dir() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="reproducible-", dir=folder) as scratch:
+        yield Path(scratch)
+
+
+def _known(raw: str) -> Path:
+    """Where the reproducible form of the engine's image `raw` is noted (a rebuild that
+    BuildKit answers from its cache has the same raw ID: no second rewrite)."""
+    return cache_dir() / "reproducible" / raw.removeprefix("sha256:")
+
+
+def rewrite(raw: str, tag: str, epoch: int) -> str:
+    """The engine's image `raw` (an ID or reference) written again in reproducible form
+    and tagged `tag`; its ID."""
+    raw_id = engine.image_id(raw)
+    note = _known(raw_id)
+    if note.is_file():
+        made = note.read_text().strip()
+        if engine.found(made) is not None:
+            engine.run_quiet(["tag", made, tag], "docker tag")
+            return made
+    with _scratch() as scratch:
+
+        def write(layer: IO[bytes], index: int) -> tuple[Path, str]:
+            path = scratch / f"layer-{index}.tar"
+            with path.open("wb") as out:
+                return path, write_layer(layer, out, epoch)
+
+        with saved(raw_id) as stream:
+            config, layers = read_saved(stream, write)
+        diff_ids = [d for _, d in layers]
+        made = load(normal_config(config, diff_ids, epoch), [f for f, _ in layers], tag)
+    note.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(note, made + "\n")
+    return made
+
+
+def from_rootfs(rootfs: Path, tag: str, epoch: int, config: dict, history: str) -> str:
+    """A one-layer image from a root file system's tar (the Debian base), reproducible."""
+    with _scratch() as scratch:
+        layer = scratch / "layer.tar"
+        with rootfs.open("rb") as src, layer.open("wb") as dst:
+            diff_id = write_layer(src, dst, epoch)
+        full = {"config": config, "history": [{"created_by": history}]}
+        return load(normal_config(full, [diff_id], epoch), [layer], tag)

@@ -1,0 +1,232 @@
+"""The reproducible form of an image and kit verify's comparison, on tars made here."""
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from kit.core.errors import KitError
+from kit.image import reproducible, verify
+
+EPOCH = 1795824000
+
+
+def tar_of(entries: list[tuple], fmt: int = tarfile.GNU_FORMAT) -> bytes:
+    """A tar from (name, kind, data/target, mode, mtime, extra) tuples."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for name, kind, data, mode, mtime, *extra in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = kind, mode, mtime
+            info.uname, info.gname = "builder", "staff"
+            if extra:
+                info.pax_headers = extra[0]
+            if kind == tarfile.SYMTYPE:
+                info.linkname = data
+                tar.addfile(info)
+            elif kind == tarfile.DIRTYPE:
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def layer(mtime: int, content: bytes = b"print(1)\n", mode: int = 0o644) -> bytes:
+    return tar_of(
+        [
+            ("opt", tarfile.DIRTYPE, None, 0o755, mtime),
+            ("opt/a.py", tarfile.REGTYPE, content, mode, mtime),
+            ("opt/old.txt", tarfile.REGTYPE, b"from a .deb\n", 0o644, 1600000000),
+            ("opt/link", tarfile.SYMTYPE, "a.py", 0o777, mtime),
+        ],
+        tarfile.PAX_FORMAT,
+    )
+
+
+def rewritten(raw: bytes) -> tuple[bytes, str]:
+    out = io.BytesIO()
+    digest = reproducible.write_layer(io.BytesIO(raw), out, EPOCH)
+    return out.getvalue(), digest
+
+
+def test_two_builds_at_different_times_give_the_same_layer_bytes_and_diff_id():
+    first, id1 = rewritten(layer(EPOCH + 3600))
+    second, id2 = rewritten(layer(EPOCH + 86400 * 3))
+    assert first == second and id1 == id2
+    assert id1.startswith("sha256:") and len(id1) == 71
+
+
+def test_a_rewritten_layer_clamps_dates_to_the_epoch_keeps_older_ones_and_owner_numbers():
+    out, _ = rewritten(layer(EPOCH + 3600))
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        members = {m.name: m for m in tar}
+    assert members["opt/a.py"].mtime == EPOCH
+    assert members["opt/old.txt"].mtime == 1600000000  # a package's own date stays
+    assert all(m.uname == "" and m.gname == "" for m in members.values())
+    assert list(members) == ["opt", "opt/a.py", "opt/old.txt", "opt/link"]
+
+
+def test_access_and_change_times_go_and_file_capabilities_stay():
+    caps = {"SCHILY.xattr.security.capability": "\x01\x00\x00\x02", "atime": "1.5"}
+    raw = tar_of([("ping", tarfile.REGTYPE, b"x", 0o755, EPOCH + 5, caps)], tarfile.PAX_FORMAT)
+    out, _ = rewritten(raw)
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        (ping,) = list(tar)
+    assert ping.pax_headers == {"SCHILY.xattr.security.capability": "\x01\x00\x00\x02"}
+
+
+def test_a_changed_byte_changes_the_diff_id():
+    assert rewritten(layer(EPOCH))[1] != rewritten(layer(EPOCH, content=b"print(2)\n"))[1]
+
+
+def test_the_config_keeps_what_the_image_is_and_dates_it_at_the_epoch():
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": "2026-11-28T09:13:02.123Z",
+        "container": "4f2a",
+        "docker_version": "20.10.24",
+        "moby.buildkit.cache.v0": "eyJ...",
+        "config": {
+            "Hostname": "4f2a",
+            "Env": ["PATH=/usr/bin"],
+            "Cmd": ["/bin/bash"],
+            "Labels": {"kit.recipe": "x"},
+            "Image": "sha256:0b1",
+            "Entrypoint": None,
+        },
+        "history": [
+            {"created": "2026-11-28T09:10:00Z", "created_by": "mmdebstrap bookworm"},
+            {
+                "created": "2026-11-28T09:13:00Z",
+                "created_by": "RUN |2 KIT_PIP_INDEX_URL=https://mirror.example/simple "
+                "SOURCE_DATE_EPOCH=1795824000 /bin/bash -o pipefail -c pip install x",
+                "comment": "buildkit.dockerfile.v0",
+            },
+            {"created": "2026-11-28T09:13:01Z", "created_by": "ENV A=b", "empty_layer": True},
+        ],
+    }
+    text = reproducible.normal_config(config, ["sha256:aa", "sha256:bb"], EPOCH)
+    assert json.loads(text) == {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": "2026-11-28T00:00:00Z",
+        "config": {"Env": ["PATH=/usr/bin"], "Cmd": ["/bin/bash"], "Labels": {"kit.recipe": "x"}},
+        "history": [
+            {"created": "2026-11-28T00:00:00Z", "created_by": "mmdebstrap bookworm"},
+            {
+                "created": "2026-11-28T00:00:00Z",
+                "created_by": "RUN /bin/bash -o pipefail -c pip install x",
+            },
+            {"created": "2026-11-28T00:00:00Z", "created_by": "ENV A=b", "empty_layer": True},
+        ],
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:aa", "sha256:bb"]},
+    }
+    other_site = json.loads(json.dumps(config).replace("mirror.example", "other.example"))
+    assert reproducible.normal_config(other_site, ["sha256:aa", "sha256:bb"], EPOCH) == text
+
+
+def saved_archive(
+    layers: dict[str, bytes], order: list[str], link: tuple[str, str] | None
+) -> bytes:
+    """What `docker save` writes: layer folders, the config, a manifest naming the order."""
+    config = json.dumps({"config": {}, "history": []}).encode()
+    manifest = json.dumps([{"Config": "c0ffee.json", "Layers": order}]).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in [*layers.items(), ("c0ffee.json", config), ("manifest.json", manifest)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link[0])
+            info.type, info.linkname = tarfile.SYMTYPE, link[1]
+            tar.addfile(info)
+    return out.getvalue()
+
+
+def test_a_saved_image_is_read_in_its_manifests_order_with_linked_layers():
+    archive = saved_archive(
+        {"aa/layer.tar": layer(EPOCH), "bb/layer.tar": layer(EPOCH, b"x")},
+        ["bb/layer.tar", "aa/layer.tar", "cc/layer.tar"],
+        ("cc/layer.tar", "../aa/layer.tar"),
+    )
+    config, seen = reproducible.read_saved(io.BytesIO(archive), lambda f, i: (i, len(f.read())))
+    assert config == {"config": {}, "history": []}
+    assert [i for i, _ in seen] == [1, 0, 0]
+
+
+def test_a_saved_image_without_its_manifest_is_one_line():
+    archive = saved_archive({"aa/layer.tar": layer(EPOCH)}, ["aa/layer.tar"], None)
+    broken = archive.replace(b"manifest.json", b"manifest.jsox")
+    with pytest.raises(KitError, match="'docker save' wrote no image kit can read"):
+        reproducible.read_saved(io.BytesIO(broken), lambda f, i: None)
+
+
+def tree(*layers: bytes) -> dict[str, verify.Entry]:
+    return verify.flatten([verify.read_layer(io.BytesIO(raw)) for raw in layers])
+
+
+def test_layers_apply_in_order_with_whiteouts_and_opaque_folders():
+    lower = tar_of(
+        [
+            ("etc", tarfile.DIRTYPE, None, 0o755, EPOCH),
+            ("etc/a", tarfile.REGTYPE, b"a", 0o644, EPOCH),
+            ("etc/b", tarfile.REGTYPE, b"b", 0o644, EPOCH),
+            ("var", tarfile.DIRTYPE, None, 0o755, EPOCH),
+            ("var/log", tarfile.DIRTYPE, None, 0o755, EPOCH),
+            ("var/log/x", tarfile.REGTYPE, b"x", 0o644, EPOCH),
+        ]
+    )
+    upper = tar_of(
+        [
+            ("etc/.wh.a", tarfile.REGTYPE, b"", 0o644, EPOCH),
+            ("var/log/.wh..wh..opq", tarfile.REGTYPE, b"", 0o644, EPOCH),
+            ("var/log/y", tarfile.REGTYPE, b"y", 0o644, EPOCH),
+        ]
+    )
+    assert sorted(tree(lower, upper)) == ["etc", "etc/b", "var", "var/log", "var/log/y"]
+
+
+def test_verify_names_a_changed_file_a_changed_mode_a_new_file_and_dates_alone():
+    image = tree(layer(EPOCH))
+    rebuilt = tree(
+        layer(EPOCH, content=b"print(2)\n", mode=0o600),
+        tar_of([("opt/old.txt", tarfile.REGTYPE, b"from a .deb\n", 0o644, 1700000000)]),
+        tar_of([("opt/new", tarfile.REGTYPE, b"", 0o644, EPOCH)]),
+    )
+    assert verify.differences(image, rebuilt) == {
+        "only in the rebuild": ["opt/new"],
+        "content": ["opt/a.py"],
+        "mode": ["opt/a.py"],
+        "mtime": ["opt/old.txt"],
+    }
+    assert verify.differences(image, tree(layer(EPOCH))) == {}
+
+
+def test_a_verdict_lists_each_kind_with_its_paths_and_the_config_fields():
+    v = verify.Verdict(
+        "kit/x:1-cpu",
+        "sha256:" + "a" * 64,
+        "kit-verify/x:1-cpu",
+        "sha256:" + "b" * 64,
+        {"content": [f"f{i}" for i in range(3)], "mode": ["g"]},
+        ["config.Labels", "created"],
+    )
+    assert list(verify.lines(v, limit=2)) == [
+        "NOT reproduced: kit/x:1-cpu is sha256:aaaaaaaaaaaa, "
+        "kit-verify/x:1-cpu is sha256:bbbbbbbbbbbb",
+        "  content: 3 path(s)",
+        "    /f0",
+        "    /f1",
+        "    ... and 1 more (--all lists every one)",
+        "  mode: 1 path(s)",
+        "    /g",
+        "  config fields: config.Labels, created",
+    ]
+    assert not v.reproduced
+    assert verify.config_differences({"created": 1, "config": {"Env": [1]}}, {"created": 1}) == [
+        "config.Env"
+    ]
