@@ -39,9 +39,12 @@ class Options:
     cache_from: tuple[str, ...] = ()  # images whose layers may be reused (CI caches)
 
 
-def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> list[str]:
-    """The docker build command (BuildKit: the CA is a secret, never a layer). Images
-    carry inline cache metadata, so a later build can reuse them with --cache-from."""
+def build_argv(
+    recipe: Recipe, variant: str, ca: Path | None, opts: Options, base: str = ""
+) -> list[str]:
+    """The docker build command (BuildKit: the CA is a secret, never a layer), FROM `base`
+    when given (ensure_base). Images carry inline cache metadata, so a later build can
+    reuse them with --cache-from."""
     argv = [
         engine.docker(),
         "build",
@@ -53,6 +56,8 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
     ]
     if ca is not None:
         argv += ["--secret", f"id=cacert,src={ca}"]
+    if base:
+        argv += ["--build-arg", f"BASE_IMAGE={base}"]
     if index := settings.value("PIP_INDEX_URL"):
         argv += ["--build-arg", f"KIT_PIP_INDEX_URL={index}"]
     argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
@@ -63,12 +68,22 @@ def build_argv(recipe: Recipe, variant: str, ca: Path | None, opts: Options) -> 
     return [*argv, str(repo_root())]
 
 
-def ensure_base(recipe: Recipe, variant: str) -> None:
-    """The image to build FROM is here: the local Debian base (made by `kit base`), or a
-    registry image (a CUDA variant's) that the engine pulls, or says why it cannot."""
+def ensure_base(recipe: Recipe, variant: str) -> str:
+    """The image to build FROM: the local Debian base (made by `kit base`), or a registry
+    image (a CUDA variant's) that the engine pulls, or says why it cannot. The local base
+    is named by a tag of its content (kit/debian:bookworm-<12 hex digits of its ID>):
+    the engine's Dockerfile frontend keeps what a tag resolved to for as long as it runs,
+    so a base remade under the same tag was still built from in its old form (seen here:
+    a build's two passes on two bases, and none of its steps ever cached again)."""
     base = recipe.base
-    if engine.inspect(base) is not None:
-        return
+    info = engine.inspect(base)
+    if info is not None and recipe.local_base:
+        pinned = f"{base}-{info['Id'].removeprefix('sha256:')[:12]}"
+        if engine.inspect(pinned) is None:
+            engine.run_quiet(["tag", info["Id"], pinned], "docker tag")
+        return pinned
+    if info is not None:
+        return base
     if recipe.local_base:
         raise KitError(
             f"base image {base} is missing; make it as root with: kit base --suite {recipe.distro}"
@@ -82,6 +97,7 @@ def ensure_base(recipe: Recipe, variant: str) -> None:
             f"does not have and cannot pull ({reason}); build it where that image can be "
             f"pulled, or 'docker load' it here first"
         )
+    return base
 
 
 def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
@@ -104,9 +120,9 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
     (kit.image.reproducible); the package lists read back from it."""
     render.check([recipe])
     engine.server_version()
-    ensure_base(recipe, variant)
+    base = ensure_base(recipe, variant)
     wheels.fetch(recipe)
-    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts)
+    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base)
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
         iidfile = Path(scratch) / "image-id"

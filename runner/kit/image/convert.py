@@ -6,6 +6,7 @@ unchanged image again does no work and a rebuilt image never reuses a stale SIF.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -311,7 +313,8 @@ def _squashfs(tag: str, art: Artifacts) -> None:
     apptainer = shutil.which("apptainer")  # without it (a Shifter-only site): no SIF files
     with tempfile.TemporaryDirectory(dir=art.dir) as scratch:
         skeleton = rootfs.apptainer_skeleton(apptainer, Path(scratch)) if apptainer else None
-    pack = [tar2sqfs, "--quiet", "--force", "--no-xattr", *comp]
+    epoch = created(tag)
+    pack = [tar2sqfs, "--quiet", "--force", "--no-xattr", "--defaults", f"mtime={epoch}", *comp]
     pack += ["-j", str(os.cpu_count() or 1)]
     meta = {
         "image": tag,
@@ -323,17 +326,28 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         "compression": spec,
     }
     with made_whole(art.squashfs) as tmp:
-        _flatten(tag, [*pack, str(tmp)], rootfs.apptainer_files(config, skeleton))
+        _flatten(tag, [*pack, str(tmp)], rootfs.apptainer_files(config, skeleton), epoch)
         write_atomically(art.meta, json.dumps(meta, indent=2) + "\n")  # before the squashfs
 
 
-def _flatten(tag: str, pack: list[str], extra: rootfs.Extra) -> None:
+def created(tag: str) -> int:
+    """When the image says it was made, in seconds (a kit image: its recipe's epoch): the
+    latest date its flattened file system and squashfs carry."""
+    text = str((engine.inspect(tag) or {}).get("Created") or "1970-01-01T00:00:00Z")
+    try:
+        when = datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", text).replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    return max(0, int(when.timestamp()))
+
+
+def _flatten(tag: str, pack: list[str], extra: rootfs.Extra, epoch: int) -> None:
     """`docker export` of a container of `tag`, flattened into the squashfs writer `pack`."""
     with engine.created(tag, "export") as container:
         export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
         packer = subprocess.Popen(pack, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            rootfs.flatten(export.stdout, packer.stdin, extra)
+            rootfs.flatten(export.stdout, packer.stdin, extra, epoch)
         except (OSError, tarfile.TarError) as e:
             raise KitError(f"flattening {tag} failed: {e}") from None
         finally:

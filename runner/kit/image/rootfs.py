@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from kit.core.errors import KitError
+from kit.image import reproducible
 
 Extra = dict[str, bytes | str | None]  # path -> file content, symlink target, or folder
 
@@ -66,7 +67,11 @@ def apptainer_files(config: dict, skeleton: Extra | None = None) -> Extra:
     }
 
 
-def _owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
+def _owned_by_root(member: tarfile.TarInfo, epoch: int = 0) -> tarfile.TarInfo:
+    """The entry owned by root, in the reproducible form of a layer's entries, dated no
+    later than the image (a container's own mount points, which `docker export` adds,
+    carry the time it was created)."""
+    member = reproducible.normal_member(member, epoch)
     member.uid = member.gid = 0
     member.uname = member.gname = "root"
     return member
@@ -87,10 +92,11 @@ MOUNT_POINTS: dict[str, tuple[bytes, int]] = {
 }
 
 
-def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
-    """Copy the tar stream src to dst, every entry owned by root, without dev/* and
-    without what extra replaces, then add extra's files, links and folders at the end,
-    and the mount points the image lacks (MOUNT_POINTS)."""
+def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra, epoch: int) -> None:
+    """Copy the tar stream src to dst, every entry owned by root and dated no later than
+    `epoch` (the image's creation), without dev/* and without what extra replaces, then
+    add extra's files, links and folders at the end, and the mount points the image lacks
+    (MOUNT_POINTS): the same image gives the same stream."""
     with (
         tarfile.open(fileobj=src, mode="r|") as source,
         tarfile.open(fileobj=dst, mode="w|", format=tarfile.PAX_FORMAT) as out,
@@ -100,13 +106,13 @@ def flatten(src: IO[bytes], dst: IO[bytes], extra: Extra) -> None:
             name = member.name.removeprefix("./").rstrip("/")
             if name == "dev" and member.isdir():
                 seen.add(name)
-                out.addfile(_owned_by_root(member))  # the folder stays: runtimes mount onto it
+                out.addfile(_owned_by_root(member, epoch))  # runtimes mount onto it
                 continue
             if name.startswith("dev/") or name in extra:
                 continue
             seen.add(name)
             data = source.extractfile(member) if member.isreg() else None
-            out.addfile(_owned_by_root(member), data)
+            out.addfile(_owned_by_root(member, epoch), data)
         for path, data in sorted(extra.items()):
             parts = path.split("/")
             for i in range(1, len(parts)):

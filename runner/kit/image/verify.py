@@ -11,16 +11,21 @@ every write (kit.image.sif).
 
 import hashlib
 import json
+import subprocess
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO
 
 from kit.core import inputs
+from kit.core.errors import KitError
 from kit.core.paths import write_atomically
-from kit.image import engine, reproducible
-from kit.image.convert import artifacts
+from kit.core.proc import capture, which
+from kit.image import engine, reproducible, sif
+from kit.image.convert import APPTAINER_FIX
 
 KINDS = ("only in the image", "only in the rebuild", "content", "mode", "owner", "mtime")
 WHITEOUT = ".wh."
@@ -201,7 +206,7 @@ def lines(v: Verdict, limit: int | None = 20) -> Iterator[str]:
         yield f"  config fields: {', '.join(v.config)}"
 
 
-def record(manifest_path, v: Verdict, how: str) -> None:
+def record(manifest_path: Path, v: Verdict, how: str) -> None:
     """File the verdict in the image's manifest (kit.image.convert), for the report."""
     manifest = inputs.remade(manifest_path)
     if not isinstance(manifest, dict):
@@ -216,7 +221,38 @@ def record(manifest_path, v: Verdict, how: str) -> None:
     write_atomically(manifest_path, json.dumps(manifest, indent=2) + "\n")
 
 
-def verified(recipe, variant: str) -> dict | None:
-    """What the last `kit verify` of the built image found, from its manifest."""
-    m = inputs.remade(artifacts(recipe, variant).manifest)
-    return m.get("verified") if isinstance(m, dict) else None
+def sif_labels(path: Path) -> dict[str, str]:
+    """The labels a SIF carries (kit's: its recipe, version and variant)."""
+    apptainer = which("apptainer", APPTAINER_FIX)
+    out = capture([apptainer, "inspect", "--labels", "--json", str(path)], "apptainer inspect")
+    try:
+        labels = json.loads(out)["data"]["attributes"]["labels"]
+    except (ValueError, KeyError, TypeError):
+        labels = None
+    if not isinstance(labels, dict):
+        raise KitError(f"'{path}': apptainer inspect gave no labels; give a SIF kit made")
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def sif_tree(path: Path, scratch: Path) -> dict[str, Entry]:
+    """The file tree in a SIF's squashfs partition (sqfs2tar, squashfs-tools-ng)."""
+    apptainer = which("apptainer", APPTAINER_FIX)
+    sqfs2tar = which("sqfs2tar", "install squashfs-tools-ng (Debian package)")
+    part = scratch / f"{path.stem}.sqfs"
+    with part.open("wb") as out:
+        subprocess.run([apptainer, "sif", "dump", "1", str(path)], stdout=out, check=False)
+    with subprocess.Popen([sqfs2tar, "--no-xattr", str(part)], stdout=subprocess.PIPE) as p:
+        assert p.stdout is not None
+        layer = read_layer(p.stdout)
+    return flatten([layer])
+
+
+def compare_sif(given: Path, made: Path, image: str) -> Verdict:
+    """A SIF against the one kit made from its recipe version: by their bytes less the
+    fields no SIF writer fixes (kit.image.sif), and when they differ, file by file."""
+    a, b = sif.digest(given), sif.digest(made)
+    if a == b:
+        return Verdict(str(given), a, f"{made} ({image})", b, {}, [])
+    with tempfile.TemporaryDirectory(dir=made.parent) as scratch:
+        files = differences(sif_tree(given, Path(scratch)), sif_tree(made, Path(scratch)))
+    return Verdict(str(given), a, f"{made} ({image})", b, files, [])

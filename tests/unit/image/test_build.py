@@ -24,6 +24,7 @@ def test_build_argv(kit_root, docker_named, monkeypatch):
         "cpu",
         Path("/site/ca.pem"),
         build.Options(no_cache=True, cache_from=("kit/mini-openmpi:0.1.0-cpu",)),
+        "kit/debian:bookworm-3a1c1aae27d1",
     )
     assert argv == [
         "docker",
@@ -35,6 +36,8 @@ def test_build_argv(kit_root, docker_named, monkeypatch):
         f"{kit_root}/containers/mini-openmpi/Dockerfile",
         "--secret",
         "id=cacert,src=/site/ca.pem",
+        "--build-arg",
+        "BASE_IMAGE=kit/debian:bookworm-3a1c1aae27d1",
         "--build-arg",
         "KIT_PIP_INDEX_URL=https://pypi.mirror.example/simple",
         "--build-arg",

@@ -12,6 +12,7 @@ def tar_of(entries: dict[str, bytes | None]) -> io.BytesIO:
         for name, data in entries.items():
             info = tarfile.TarInfo(name)
             info.uid = 1000
+            info.mtime = 2_000_000_000  # later than the image (a container's own files)
             if data is None:
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
@@ -22,9 +23,12 @@ def tar_of(entries: dict[str, bytes | None]) -> io.BytesIO:
     return buf
 
 
+EPOCH = 1795824000
+
+
 def flattened(entries: dict[str, bytes | None]) -> dict[str, tarfile.TarInfo]:
     out = io.BytesIO()
-    rootfs.flatten(tar_of(entries), out, {".singularity.d/runscript": b"#!/bin/sh\n"})
+    rootfs.flatten(tar_of(entries), out, {".singularity.d/runscript": b"#!/bin/sh\n"}, EPOCH)
     out.seek(0)
     with tarfile.open(fileobj=out) as tar:
         members = tar.getmembers()
@@ -46,3 +50,11 @@ def test_an_image_from_scratch_gets_the_mount_points_ch_run_binds_onto():
 def test_an_image_that_has_them_keeps_its_own():
     got = flattened({"etc": None, "etc/passwd": b"root:x:0:0::/root:/bin/sh\n", "tmp": None})
     assert got["etc/passwd"].size == 26 and got["tmp"].mode != 0o1777
+
+
+def test_the_flattened_tree_is_dated_no_later_than_the_image():
+    """docker export adds the container's own mount points (/etc/hostname, /.dockerenv)
+    dated when it was created: the same image must still give the same stream."""
+    got = flattened({"etc/hostname": b"", "usr/bin/x": b"x"})
+    assert {m.mtime for m in got.values()} <= {0, EPOCH}
+    assert got["etc/hostname"].mtime == EPOCH

@@ -1,0 +1,152 @@
+"""A recipe version is one image: built again with no cache, from another checkout, under
+another clock, time zone, locale and umask, with kit on one core, it has the same digest,
+and its squashfs and docker-save tar the same bytes, its SIF the same bytes less the fields
+the SIF format fills anew (kit.image.sif). kit verify names what differs when it does."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kit.image import sif
+
+from .conftest import REPO, kit
+
+pytestmark = pytest.mark.integration
+
+TINY = """\
+# The smallest recipe that runs what the images' steps run: apt packages with their
+# scripts, update-alternatives, a venv with pip (its .pyc files), kit's labels.
+name = "tiny-mpich"
+version = "0.1.0"
+source_date_epoch = 1795824000
+description = "reproducibility test recipe"
+distro = "bookworm"
+stack = "current"
+variants = ["cpu"]
+benchmarks = ["mpi"]
+
+[frameworks]
+
+[mpi]
+flavour = "mpich"
+version = "4.0.2-3+b1"
+
+[apt]
+packages = ["python3=3.11.2-1+b1", "python3-venv=3.11.2-1+b1"]
+
+[pip]
+packages = ["packaging==26.3"]
+"""
+
+
+def checkout(root: Path) -> Path:
+    """A checkout holding only the tiny recipe and the benchmarks, rendered."""
+    (root / "recipes").mkdir(parents=True)
+    (root / "recipes" / "tiny-mpich.toml").write_text(TINY)
+    shutil.copytree(REPO / "benchmarks", root / "benchmarks")
+    kit("render", env={**os.environ, "KIT_ROOT": str(root)})
+    return root
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def twice(ready, tmp_path_factory) -> dict:
+    """The tiny image built and converted in one checkout, then verified (rebuilt with no
+    cache) and converted again from another, with everything host-side varied."""
+    import libfaketime
+
+    a = checkout(tmp_path_factory.mktemp("first") / "kit")
+    env_a = {**os.environ, "KIT_ROOT": str(a), "KIT_CACHE": str(a.parent / "cache")}
+    kit("build", "tiny-mpich", env=env_a)
+    first = Path(kit("convert", "tiny-mpich", "--to", "singularity,shifter", env=env_a)
+                 .stdout.strip().splitlines()[-1])  # fmt: skip
+    b = checkout(tmp_path_factory.mktemp("second") / "elsewhere" / "kit")
+    _, faked = libfaketime.get_reload_information()
+    env_b = {
+        **os.environ,
+        **faked,
+        "FAKETIME": "+3d",
+        "NO_FAKE_STAT": "1",
+        "TZ": "Asia/Kathmandu",
+        "LC_ALL": "C.UTF-8",
+        "KIT_ROOT": str(b),
+        "KIT_CACHE": str(b.parent / "cache"),
+    }
+    one_core = ["taskset", "-c", "0"]
+    verify = subprocess.run(
+        [*one_core, "kit", "verify", "tiny-mpich"],
+        capture_output=True,
+        text=True,
+        env=env_b,
+        timeout=1800,
+        preexec_fn=lambda: os.umask(0o077),
+    )
+    conv = subprocess.run(
+        [*one_core, "kit", "convert", "tiny-mpich", "--to", "singularity,shifter"],
+        capture_output=True,
+        text=True,
+        env=env_b,
+        timeout=1800,
+        preexec_fn=lambda: os.umask(0o077),
+    )
+    assert conv.returncode == 0, conv.stderr[-3000:]
+    return {
+        "verify": verify,
+        "first": first,
+        "second": Path(conv.stdout.strip().splitlines()[-1]),
+        "env": env_a,
+    }
+
+
+def test_a_rebuild_with_no_cache_under_other_conditions_is_the_same_image(twice):
+    v = twice["verify"]
+    assert v.returncode == 0, v.stdout[-2000:] + v.stderr[-3000:]
+    assert v.stdout.startswith("reproduced: kit/tiny-mpich:0.1.0-cpu and kit-verify/"), v.stdout
+
+
+def test_its_conversions_are_the_same_bytes_less_the_sif_header_fields(twice):
+    first, second = twice["first"], twice["second"]
+    assert first.name == second.name  # the same digest: the same cache folder name
+    assert sha256(first / "image.sqfs") == sha256(second / "image.sqfs")
+    assert sha256(first / "image.tar") == sha256(second / "image.tar")
+    assert sif.digest(first / "image.sif") == sif.digest(second / "image.sif")
+    assert sha256(first / "image.sif") != sha256(second / "image.sif")  # ID and dates
+
+
+def test_verify_names_a_changed_file_and_a_changed_mode_and_exits_1(twice, tmp_path):
+    """An image that differs from the recipe's by one file's content and one file's mode
+    (as a tampered or a differently built one would)."""
+    (tmp_path / "Dockerfile").write_text(
+        "FROM kit/tiny-mpich:0.1.0-cpu\n"
+        "RUN echo changed >> /etc/issue && chmod 600 /opt/kit/apt-packages.txt\n"
+    )
+    tag = f"kit-test/tampered-{os.getpid()}"
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], check=True,
+                   capture_output=True)  # fmt: skip
+    try:
+        p = kit("verify", "tiny-mpich", "--against", tag, check=False, env=twice["env"])
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    assert p.returncode == 1, p.stderr[-2000:]
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("NOT reproduced: kit/tiny-mpich:0.1.0-cpu is sha256:")
+    content = lines.index("  content: 1 path(s)")
+    assert lines[content + 1] == "    /etc/issue"
+    mode = lines.index("  mode: 1 path(s)")
+    assert lines[mode + 1] == "    /opt/kit/apt-packages.txt"
+    assert any(x.startswith("  config fields: ") and "rootfs" in x for x in lines), lines
+
+
+@pytest.mark.all_images
+@pytest.mark.parametrize("image", ["pytorch-mpich", "pytorch2-openmpi"])
+def test_the_test_images_rebuild_to_the_same_digest(builds, image):
+    builds.image(image)
+    p = kit("verify", image, check=False, timeout=3600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
