@@ -47,9 +47,29 @@ def cmd_build(a: argparse.Namespace) -> None:
 
     r = recipes.load(a.image)
     formats = convert.parse_formats(a.to) if a.to else []
-    build.build(r, a.variant, build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from)))
+    opts = build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from), a.locked)
+    build.build(r, a.variant, opts)
     if formats:
         convert.convert(r, a.variant, formats)
+
+
+def cmd_lock(a: argparse.Namespace) -> None:
+    import time
+
+    from kit.image import build, lock, recipes
+    from kit.image.blocks import APT_LIST
+
+    t0 = time.monotonic()
+    r = recipes.load(a.image)
+    r.check_variant(a.variant)
+    r = r.for_variant(a.variant)
+    tag = build.build(r, a.variant, build.Options(a.ca_cert))
+    held = lock.make(r, a.variant, build.read_file(tag, APT_LIST))
+    target = lock.write(r, a.variant, held)
+    print(
+        f"wrote {target}: {len(held['apt'])} apt packages, {len(held['pip'])} pip "
+        f"distributions of {tag}, in {time.monotonic() - t0:.0f} s"
+    )
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
@@ -174,8 +194,32 @@ def add_build(sub: argparse._SubParsersAction) -> None:
         metavar="IMAGE",
         help="reuse layers of this earlier build (e.g. one loaded from a CI cache); repeatable",
     )
+    s.add_argument(
+        "--locked",
+        action="store_true",
+        help="refuse the image (the tag stays where it was) when its packages are not what "
+        "recipes/IMAGE.lock.json locks; without it a difference is a warning",
+    )
     s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
     s.set_defaults(func=cmd_build)
+
+
+def add_lock(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "lock",
+        help="write every package of an image with its file's SHA-256 beside its recipe",
+        description="Build IMAGE (cached when it is built) and write recipes/IMAGE.lock.json: "
+        "every apt package with its version, the .deb's SHA-256 and pool path from the "
+        "mirror's index, and every distribution in its venv with the SHA-256 of the wheel "
+        "or sdist it was installed from (pip downloads each for the image's Python). "
+        "kit build then names any package that differs (and refuses with --locked).",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    s.add_argument(
+        "--ca-cert", type=Path, metavar="FILE", help="CA bundle for the build (as kit build)"
+    )
+    s.set_defaults(func=cmd_lock)
 
 
 def add_verify(sub: argparse._SubParsersAction) -> None:

@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import stat
 import sys
@@ -130,3 +131,12 @@ def size_of(path: Path) -> int:
                 elif stat.S_ISDIR(st.st_mode) and st.st_dev == top.st_dev:
                     todo.append(entry.path)
     return total
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in blocks (images and wheels are large)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()

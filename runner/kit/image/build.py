@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
-from kit.image import engine, render, reproducible, wheels
+from kit.image import engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.convert import artifacts
 from kit.image.recipes import Recipe
@@ -37,6 +38,7 @@ class Options:
     ca_cert: Path | None = None  # CA bundle override (else KIT_CA_CERT, else the host's)
     no_cache: bool = False
     cache_from: tuple[str, ...] = ()  # images whose layers may be reused (CI caches)
+    locked: bool = False  # refuse an image whose packages are not its lock's
 
 
 def build_argv(
@@ -130,6 +132,12 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
         image = iidfile.read_text().strip()
         # Second pass: every step is cached but the label holding the package lists.
         lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
+        try:
+            print(lock.check(recipe, variant, lists[APT_LIST], image), flush=True)
+        except KitError as e:
+            if opts.locked:
+                raise
+            print(f"warning: {e}", file=sys.stderr, flush=True)
         contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
         print("labelling the image with its package lists", flush=True)
         labelled = untagged_argv(label_argv(argv, contents), iidfile)

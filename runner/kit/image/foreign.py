@@ -25,7 +25,14 @@ from pathlib import Path
 
 from kit.core import benches, inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, made_whole, repo_root, write_atomically
+from kit.core.paths import (
+    cache_dir,
+    exclusive,
+    made_whole,
+    repo_root,
+    sha256_of,
+    write_atomically,
+)
 from kit.core.proc import capture, which
 from kit.image import convert, engine, marks
 from kit.image.blocks import BENCH_DIR
@@ -114,18 +121,10 @@ def resolve(source: str) -> Foreign:
     with path.open("rb") as f:
         head = f.read(64)
     if SIF_MAGIC in head:
-        return Foreign(source, "sif", str(path.resolve()), "sha256:" + _sha256(path))
+        return Foreign(source, "sif", str(path.resolve()), "sha256:" + sha256_of(path))
     if tarfile.is_tarfile(path):
         return _archive(source, path)
     raise KitError(f"--image '{source}' is neither a SIF nor a docker save archive; give {FORMS}")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _archive(source: str, path: Path) -> Foreign:

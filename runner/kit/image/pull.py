@@ -4,14 +4,13 @@ The SIF is filed per recipe version and variant with the reference it came
 from and its own SHA-256, which trial records then carry as the image digest.
 """
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import inputs, schema
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, exclusive, made_whole, write_atomically
+from kit.core.paths import cache_dir, exclusive, made_whole, sha256_of, write_atomically
 from kit.core.proc import stream, which
 from kit.image.convert import APPTAINER_FIX, compression, mksquashfs_args
 from kit.image.recipes import Recipe
@@ -44,11 +43,7 @@ def pull(recipe: Recipe, variant: str, ref: str) -> Pulled:
                 [apptainer, "build", "--force", "--mksquashfs-args", squash, str(tmp), source],
                 "apptainer build",
             )
-            h = hashlib.sha256()
-            with tmp.open("rb") as f:
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-            digest = f"sif-sha256:{h.hexdigest()}"
+            digest = f"sif-sha256:{sha256_of(tmp)}"
             meta = json.dumps({"ref": source, "digest": digest}) + "\n"
             write_atomically(sif.with_suffix(".json"), meta)
     print(f"pulled {source} -> {sif}")

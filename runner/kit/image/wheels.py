@@ -38,7 +38,7 @@ def _file_of(pin: str, files: list[Path]) -> Path | None:
     )
 
 
-def _for_image(r: Recipe) -> list[str]:
+def for_image(r: Recipe) -> list[str]:
     """pip download's target: the image's CPython (its python3 pin), whatever Python the
     host runs (a CI runner's may be newer)."""
     pin = next((p for p in r.apt if p.startswith("python3=")), "")
@@ -66,7 +66,7 @@ def fetch(r: Recipe) -> list[Path]:
             if _file_of(pin, list(kept.glob("*.whl"))) is None:
                 print(f"pip download {pin} (the host's pip, for {r.name})", flush=True)
                 argv = [HOST_PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-                argv += [*_for_image(r), "--dest", str(kept), pin]
+                argv += [*for_image(r), "--dest", str(kept), pin]
                 try:
                     capture(argv, f"pip download {pin}")
                 except KitError as e:

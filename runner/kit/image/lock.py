@@ -1,0 +1,225 @@
+"""`kit lock`: every package a recipe version's image holds, with the SHA-256 of the file
+it came from, written beside the recipe (recipes/IMAGE.lock.json).
+
+A recipe pins the packages that matter; the hundreds they pull in float with the Debian
+mirror and the package index, so the same recipe version rebuilt after a point release is
+another image. The lock names them all: each apt package's version with the `.deb`'s
+SHA-256 and pool path from the mirror's index (which apt checks against the signed
+Release), and each distribution in the image's venv with the SHA-256 of the file it was
+installed from: the index's wheel or sdist (pip downloads it for the image's Python), the
+host's wheel (`[pip] host`), or the sdist the builder stage compiled. `kit build` says
+when an image's packages are not its lock's, naming them, and with --locked refuses it
+before the tag moves (`check`); without a bundle of the locked files (not built yet), a
+recipe whose locked versions left the mirror could not be built at all otherwise.
+"""
+
+import json
+import lzma
+import re
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from kit.core import inputs
+from kit.core.errors import KitError
+from kit.core.paths import cache_dir, sha256_of, write_atomically
+from kit.image import debian_base, engine, wheels
+from kit.image.recipes import Recipe
+
+SUFFIX = ".lock.json"
+FORMAT = "kit.lock/1"
+FIX = "run 'kit lock IMAGE' to take what the mirror and the index serve now"
+
+# The image's venv distributions with the local file pip installed each from (empty for
+# the index), run in the image as nobody, with no network.
+VENV_DISTS = """
+import importlib.metadata as m, json, sys
+out = []
+for d in m.distributions(path=[p for p in sys.path if p.startswith("/opt/kit/venv/")]):
+    try:
+        url = json.loads(d.read_text("direct_url.json") or "{}").get("url", "")
+    except ValueError:
+        url = ""
+    out.append([d.metadata["Name"], d.version, url])
+print(json.dumps(sorted(out, key=lambda x: x[0].lower())))
+"""
+
+
+def path(recipe: Recipe) -> Path:
+    return recipe.path.with_name(f"{recipe.name}{SUFFIX}")
+
+
+def normal(name: str) -> str:
+    """A distribution's name as pip compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def debian_index(mirror: str, suite: str) -> dict[tuple[str, str], dict]:
+    """(package, version) -> its file's SHA-256 and pool path, from the mirror's index of
+    the suite's main component (the only one kit's images use)."""
+    url = f"{mirror.rstrip('/')}/dists/{suite}/main/binary-amd64/Packages.xz"
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:  # the user's mirror setting
+            text = lzma.decompress(r.read()).decode()
+    except (urllib.error.URLError, OSError, lzma.LZMAError, UnicodeDecodeError) as e:
+        raise KitError(f"cannot read {url} ({e}); set KIT_DEBIAN_MIRROR to a mirror") from None
+    index = {}
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line[:60])
+        if {"Package", "Version", "SHA256", "Filename"} <= fields.keys():
+            key = (fields["Package"], fields["Version"])
+            index[key] = {"sha256": fields["SHA256"], "pool": fields["Filename"]}
+    return index
+
+
+def venv_dists(image: str) -> list[list[str]]:
+    """Each distribution in the image's venv: name, version, the local file it came from
+    (empty when pip took it from the index)."""
+    argv = [engine.docker(), "run", "--rm", "--network", "none", "--user", "65534", image]
+    p = subprocess.run(
+        [*argv, "/opt/kit/venv/bin/python", "-c", VENV_DISTS], capture_output=True, text=True
+    )
+    try:
+        dists = json.loads(p.stdout)
+    except ValueError:
+        dists = None
+    if not isinstance(dists, list):
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"cannot list the venv of {image}: {tail}")
+    return dists
+
+
+def _download(argv: list[str], pin: str, dest: Path) -> dict:
+    """The one file `pip download` fetched for pin, with its SHA-256."""
+    dest.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run([*argv, "--dest", str(dest), pin], capture_output=True, text=True)
+    files = sorted(dest.iterdir())
+    if p.returncode != 0 or len(files) != 1:
+        tail = (p.stderr.strip().splitlines() or ["no single file"])[-1]
+        raise KitError(
+            f"pip could not fetch {pin} for the lock ({tail}); point pip at an index that "
+            "has it (pip.conf, PIP_INDEX_URL or PIP_EXTRA_INDEX_URL)"
+        )
+    return {"file": files[0].name, "sha256": sha256_of(files[0])}
+
+
+def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
+    """Each venv distribution with the file it was installed from and that file's SHA-256."""
+    pip = [wheels.HOST_PYTHON, "-m", "pip", "download", "--quiet", "--no-deps"]
+    compiled = {normal(p.split("==")[0]) for p in (r.compile.packages if r.compile else ())}
+    from_source = {normal(n) for n in r.pip_from_source} | compiled
+    host = {normal(p.split("==")[0]): f for p, f in zip(r.pip_host, wheels.fetch(r), strict=True)}
+    entries = []
+    for name, version, url in dists:
+        pin, key = f"{name}=={version}", normal(name)
+        entry = {"name": name, "version": version}
+        if key in host:
+            entry |= {"from": "host", "file": host[key].name, "sha256": sha256_of(host[key])}
+        elif key in from_source:
+            got = _download([*pip, "--no-binary=:all:"], pin, scratch / key)
+            entry |= {"from": "sdist", **got}
+        elif url:
+            raise KitError(f"{r.name}'s venv has {pin} from {url}, which the recipe does not name")
+        else:
+            argv = [*pip, "--only-binary=:all:", *wheels.for_image(r)]
+            entry |= {"from": "index", **_download(argv, pin, scratch / key)}
+        entries.append(entry)
+    return entries
+
+
+def make(r: Recipe, variant: str, apt: list[str]) -> dict:
+    """The lock of the built image (its tag), from its package list `apt` (name=version,
+    as the build read it back) and its venv."""
+    index = debian_index(debian_base.host_mirror(), r.distro)
+    debs, gone = [], []
+    for item in apt:
+        name, _, version = item.partition("=")
+        found = index.get((name, version))
+        if found is None:
+            gone.append(item)
+        else:
+            debs.append({"package": name, "version": version, **found})
+    if gone:
+        raise KitError(
+            f"{len(gone)} package(s) of {r.tag(variant)} are not on the mirror now "
+            f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''}): it moved since the "
+            f"image was built; build it again (kit build {r.name} --no-cache), then lock"
+        )
+    scratch_root = cache_dir() / "tmp"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lock-", dir=scratch_root) as scratch:
+        pip = pip_entries(r, venv_dists(r.tag(variant)), Path(scratch))
+    return {
+        "format": FORMAT,
+        "recipe": r.name,
+        "version": r.version,
+        "variant": variant,
+        "distro": r.distro,
+        "apt": debs,
+        "pip": pip,
+    }
+
+
+def write(r: Recipe, variant: str, lock: dict) -> Path:
+    """Write the variant's lock into the recipe's lock file (other variants kept)."""
+    target = path(r)
+    held = read(r) or {}
+    held[variant] = lock
+    write_atomically(target, json.dumps(held, indent=1, sort_keys=True) + "\n")
+    return target
+
+
+def read(r: Recipe) -> dict | None:
+    """The recipe's lock file by variant, or None when it has none."""
+    target = path(r)
+    if not target.exists():
+        return None
+    data = inputs.read_json(target, str(target), f"remove it and {FIX}")
+    if not isinstance(data, dict):
+        raise KitError(f"{target} holds no lock by variant; remove it and {FIX}")
+    return data
+
+
+def differences(lock: dict, apt: list[str], pip: list[list[str]]) -> list[str]:
+    """What a built image holds otherwise than its lock, apt first, then its venv's pip
+    distributions: 'name version (lock: v)', 'name version (not in the lock)',
+    'name (only in the lock, v)'."""
+    out = []
+    built_apt = dict(x.partition("=")[::2] for x in apt)
+    built_pip = {normal(name): version for name, version, _ in pip}
+    for kind, built, key in (("apt", built_apt, "package"), ("pip", built_pip, "name")):
+        locked = {normal(e[key]) if kind == "pip" else e[key]: e["version"] for e in lock[kind]}
+        for name in sorted(locked.keys() | built.keys()):
+            a, b = locked.get(name), built.get(name)
+            if a is None:
+                out.append(f"{name} {b} (not in the lock)")
+            elif b is None:
+                out.append(f"{name} (only in the lock, {a})")
+            elif a != b:
+                out.append(f"{name} {b} (lock: {a})")
+    return out
+
+
+def check(r: Recipe, variant: str, apt: list[str], image: str) -> str:
+    """What a built image (an engine ID or tag) holds against its lock, in one line: that
+    it holds the lock, or that the recipe has none; a KitError naming the first packages
+    that differ (kit build refuses with --locked, else says it as a warning)."""
+    held = read(r)
+    if held is None or variant not in held:
+        return f"{r.name} has no lock for {variant}: kit lock {r.name} records one"
+    lock = held[variant]
+    if not isinstance(lock, dict) or not {"apt", "pip", "version"} <= lock.keys():
+        raise KitError(f"{path(r)} holds no lock for {variant}; remove it and {FIX}")
+    if lock["version"] != r.version:
+        raise KitError(
+            f"{path(r)} locks {r.name} {lock['version']}, the recipe is {r.version}; {FIX}"
+        )
+    if diff := differences(lock, apt, venv_dists(image)):
+        raise KitError(
+            f"{r.tag(variant)} is not what {path(r).name} locks: {len(diff)} package(s) differ "
+            f"({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}); the mirror or the "
+            f"index moved: point KIT_DEBIAN_MIRROR or pip at what served the lock, or {FIX}"
+        )
+    return f"{r.tag(variant)} holds exactly what {path(r).name} locks"
