@@ -190,8 +190,8 @@ def test_a_client_that_answers_nonsense_is_named_with_what_it_said(tmp_path):
     p = kit("convert", "pytorch-mpich", "--to", "singularity", env=env)
     assert (p.returncode, p.stderr) == (
         2,
-        "kit: error: '/bin/echo image inspect kit/pytorch-mpich:1.2.0-cpu' answered "
-        "'image inspect kit/pytorch-mpich:1.2.0-cpu', not an image's inspection; set "
+        "kit: error: '/bin/echo image inspect kit/pytorch-mpich:1.3.0-cpu' answered "
+        "'image inspect kit/pytorch-mpich:1.3.0-cpu', not an image's inspection; set "
         "KIT_DOCKER to a working docker client\n",
     )
     p = kit("doctor", "--runtime", "docker", env=env)
