@@ -43,7 +43,8 @@ SETTINGS = (
     ),
     Setting(
         ("KIT_DEBIAN_MIRROR",),
-        "Debian mirror for `kit base`, `kit lock` (its index) and `ci/provision` (default: the host's apt source)",
+        "Debian mirror for `kit base`, `kit lock` (its index) and `ci/provision` "
+        "(default: the host's apt source)",
     ),
     Setting(("KIT_ROOT",), "the checkout holding `recipes/`, `containers/`, `benchmarks/`"),
     Setting(
