@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.image import sif
+from kit.image import engine, sif
 
 from .conftest import REPO, kit
 
@@ -130,8 +130,9 @@ def test_verify_names_a_changed_file_and_a_changed_mode_and_exits_1(twice, tmp_p
         "RUN echo changed >> /etc/issue && chmod 600 /opt/kit/apt-packages.txt\n"
     )
     tag = f"kit-test/tampered-{os.getpid()}"
-    subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], check=True,
-                   capture_output=True)  # fmt: skip
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}  # the client kit builds with (engine.docker)
+    subprocess.run([engine.docker(), "build", "-q", "-t", tag, str(tmp_path)], check=True,
+                   capture_output=True, env=env)  # fmt: skip
     try:
         p = kit("verify", "tiny-mpich", "--against", tag, check=False, env=twice["env"])
     finally:
