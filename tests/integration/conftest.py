@@ -259,7 +259,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def builds(ready, request) -> Builds:
-    """The session's builds (see Builds): each fixture below waits for its own."""
+    """The session's builds (see Builds): each fixture below waits for its own (none when
+    the tests chosen need no image of the suite's)."""
+    if BUILDS not in request.config.stash:
+        request.config.stash[BUILDS] = Builds([], definition=False)
     return request.config.stash[BUILDS]
 
 
