@@ -22,6 +22,11 @@ from kit.image import reproducible
 Extra = dict[str, bytes | str | None]  # path -> file content, symlink target, or folder
 
 
+# The definition the empty sandbox was built from: it names that run's scratch folder
+# (a squashfs made twice differed in this file alone), and says nothing of the image.
+BUILT_FROM = ".singularity.d/Singularity"
+
+
 def apptainer_skeleton(apptainer: str, scratch: Path) -> Extra:
     """Apptainer's own runtime files (action scripts, base environment that carries
     --env into the container, ...) as the installed Apptainer writes them: it builds an
@@ -40,6 +45,8 @@ def apptainer_skeleton(apptainer: str, scratch: Path) -> Extra:
     for path in sorted(box.rglob("*")):
         rel = path.relative_to(box).as_posix()
         if not (rel.startswith(".singularity.d") or (path.is_symlink() and "/" not in rel)):
+            continue
+        if rel == BUILT_FROM:
             continue
         if path.is_symlink():
             out[rel] = os.readlink(path)
