@@ -142,3 +142,28 @@ def test_first_pass_is_untagged_until_the_labels_are_in():
         *("docker", "build", "--progress=plain", "--iidfile", "/tmp/b/image-id"),
         *("-f", "D", "/repo"),
     ]
+
+
+def test_the_local_base_is_built_from_by_a_tag_of_its_content(kit_root, tmp_path, monkeypatch):
+    """The engine's frontend keeps what a tag resolved to while it runs: a base remade
+    under kit/debian:bookworm must reach the build under a name no build has used."""
+    base_id = "sha256:3a1c1aae27d166d651135894cf04f0e1b72f9b197930d7b4b004735ad0625004"
+    log = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(
+        f'#!/bin/sh\necho "$*" >> {log}\n'
+        'if [ "$1 $3" = "image kit/debian:bookworm" ]; then\n'
+        f'  echo \'[{{"Id": "{base_id}"}}]\'; exit 0\nfi\n'
+        '[ "$1" = image ] && echo "Error: No such image: $3" >&2 && exit 1\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(fake))
+    engine.docker.cache_clear()
+    r = recipes.load("mini-openmpi")
+    assert build.ensure_base(r, "cpu") == "kit/debian:bookworm-3a1c1aae27d1"
+    engine.docker.cache_clear()
+    assert log.read_text().splitlines() == [
+        "image inspect kit/debian:bookworm",
+        "image inspect kit/debian:bookworm-3a1c1aae27d1",
+        f"tag {base_id} kit/debian:bookworm-3a1c1aae27d1",
+    ]
