@@ -10,10 +10,20 @@ from typing import NoReturn
 from kit import __version__
 from kit.cli import images, results
 from kit.core import schema
-from kit.core.errors import KitError
+from kit.core.errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    KitError,
+)
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
-  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
+  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table
+
+exit codes (every command):
+""" + "\n".join(f"  {code:>3}  {said}" for code, said in EXIT_CODES.items())
 
 
 def cmd_run(a: argparse.Namespace) -> None:
@@ -52,14 +62,14 @@ def cmd_doctor(a: argparse.Namespace) -> None:
     text, ok = doctor.report(names)
     print(text)
     if not ok:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, its mistakes said on one line as kit's own are (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
+        self.exit(EXIT_USAGE, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
 
 
 def parser() -> Parser:
@@ -155,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         return e.status
     except KeyboardInterrupt:
         print("kit: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         sys.stderr.close()
-        return 0
+        return EXIT_OK
     except OSError as e:  # a file or folder the user named cannot be used
         where = f"'{e.filename}': " if e.filename else ""
         said = schema.printable(f"{where}{e.strerror or e}")
         print(f"kit: error: {said}; check the path and its permissions", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    return EXIT_OK

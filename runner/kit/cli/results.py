@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from kit.core.errors import KitError
+from kit.core.errors import EXIT_FAILED, KitError
 
 
 def _results_dir(d: Path) -> None:
@@ -100,7 +100,7 @@ def cmd_check(a: argparse.Namespace) -> None:
     for line in gate.warnings(checked):
         print(f"kit: warning: {line}", file=sys.stderr)
     if gate.failed(checked):
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 def cmd_history(a: argparse.Namespace) -> None:

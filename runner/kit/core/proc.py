@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 
 
 def which(cmd: str, fix: str) -> str:
@@ -16,14 +16,15 @@ def which(cmd: str, fix: str) -> str:
 
 
 def capture(argv: list[str], what: str, **kw) -> str:
-    """Run argv, return stdout; on failure raise with the last line of stderr."""
+    """Run argv, return stdout; on failure raise Failed (exit 1) with the last line of
+    stderr; a tool not found is the usage error (exit 2): nothing ran."""
     try:
         p = subprocess.run(argv, capture_output=True, text=True, **kw)
     except FileNotFoundError:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise KitError(f"{what} failed (exit {p.returncode}): {tail}")
+        raise Failed(f"{what} failed (exit {p.returncode}): {tail}")
     return p.stdout
 
 
@@ -35,7 +36,7 @@ def stream(argv: list[str], what: str, **kw) -> None:
     except FileNotFoundError:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if rc != 0:
-        raise KitError(f"{what} failed (exit {rc}); see the output above")
+        raise Failed(f"{what} failed (exit {rc}); see the output above")
 
 
 def version_line(text: str) -> str:
