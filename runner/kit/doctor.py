@@ -189,26 +189,48 @@ def disk() -> str:
     return line
 
 
-def report(runtimes: list[str]) -> tuple[str, bool]:
-    """The table, and whether everything the named runtimes need is present."""
+@dataclass(frozen=True)
+class Found:
+    """What kit doctor found: each row (components, then each runtime's command, by key),
+    the GPU lines, the disk line, the settings line, and the rows the named runtimes need
+    that are missing (kit doctor --json prints it as it is)."""
+
+    checks: dict[str, Check]
+    gpus: list[str]
+    disk: str
+    settings: str
+    root: bool
+    missing: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+
+def examine(runtimes: list[str]) -> Found:
+    """Everything kit doctor checks, for the runtimes named (none: only what is there)."""
     found = {**components(), **tools()}
-    width = max(len(c.name) for c in found.values())
+    missing = sorted({k for rt in runtimes for k in needs(rt) if not found[k].ok})
+    return Found(found, gpus(runtimes), disk(), settings.said(), os.geteuid() == 0, missing)
+
+
+def text(f: Found, runtimes: list[str]) -> str:
+    """kit doctor's table: a row a check, with its fix when missing, then the rest."""
+    width = max(len(c.name) for c in f.checks.values())
     lines = [f"{'COMPONENT':<{width}}  STATUS   DETAIL"]
-    for c in found.values():
+    for c in f.checks.values():
         status = "OK" if c.ok else "MISSING"
         lines.append(f"{c.name:<{width}}  {status:<7}  {c.detail}")
         if not c.ok:
             lines.append(f"{'':<{width}}           fix: {c.fix}")
-    lines += gpus(runtimes)
-    lines += [disk(), settings.said()]
-    if os.geteuid() == 0:
+    lines += [*f.gpus, f.disk, f.settings]
+    if f.root:
         lines.append(
             "note: running as root; Apptainer and MPI jobs here must run as an "
             "ordinary user (root lacks CAP_SYS_RESOURCE)"
         )
-    missing = sorted({k for rt in runtimes for k in needs(rt) if not found[k].ok})
-    if missing:
+    if f.missing:
         lines.append(
-            f"missing for {', '.join(runtimes)}: " + ", ".join(found[k].name for k in missing)
+            f"missing for {', '.join(runtimes)}: " + ", ".join(f.checks[k].name for k in f.missing)
         )
-    return "\n".join(lines), not missing
+    return "\n".join(lines)

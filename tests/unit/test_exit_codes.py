@@ -120,14 +120,18 @@ def test_a_failed_build_exits_1(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("ok, code", [(True, EXIT_OK), (False, EXIT_FAILED)])
 def test_doctor_exits_by_what_the_runtimes_need(ok, code, monkeypatch, capsys):
-    monkeypatch.setattr(doctor, "report", lambda names: ("table", ok))
+    row = doctor.Check("docker (docker)", ok, "27.5", "apt-get install docker.io")
+    rows = {k: row for k in doctor.needs("docker")}
+    monkeypatch.setattr(doctor, "components", lambda: rows)
+    monkeypatch.setattr(doctor, "tools", lambda: {})
     if ok:
         assert cli.main(["doctor", "--runtime", "docker"]) == code
     else:
         with pytest.raises(SystemExit) as e:
             cli.main(["doctor", "--runtime", "docker"])
         assert e.value.code == code
-    assert capsys.readouterr().out == "table\n"
+    said = capsys.readouterr().out
+    assert said.startswith("COMPONENT") and ("missing for docker" in said) != ok
 
 
 def test_results_commands_exit_0_done_1_beyond_2_a_mistake(tmp_path, capsys):

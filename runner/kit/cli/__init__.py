@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from kit import __version__
 from kit.cli import images, results
-from kit.core import schema
+from kit.core import jsonout, schema
 from kit.core.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -31,6 +31,11 @@ def cmd_run(a: argparse.Namespace) -> None:
     from kit.run.checks import RunRequest
 
     q = RunRequest.of(a)
+    if q.json and not q.dry_run:
+        raise KitError(
+            "--json goes with --dry-run (the plan); a campaign's results as JSON: "
+            "kit report DIR --format json"
+        )
     if q.preset is None:
         start.run(q, request.check(q))
     else:
@@ -48,6 +53,10 @@ def _preset_report(out: Path) -> None:
 def cmd_presets(a: argparse.Namespace) -> None:
     from kit.run import presets
 
+    if a.json:
+        listed = [presets.load(name) for name in presets.names()]
+        sys.stdout.write(jsonout.dumps(listed))
+        return
     for name in presets.names():
         p = presets.load(name)
         legs = ", ".join(f"{leg.name} ({leg.image})" for leg in p.legs)
@@ -59,9 +68,9 @@ def cmd_doctor(a: argparse.Namespace) -> None:
     from kit import doctor, runtimes
 
     names = [rt.name for rt in runtimes.parse(a.runtime)] if a.runtime else []
-    text, ok = doctor.report(names)
-    print(text)
-    if not ok:
+    found = doctor.examine(names)
+    sys.stdout.write(jsonout.dumps(found) if a.json else doctor.text(found, names) + "\n")
+    if not found.ok:
         raise SystemExit(EXIT_FAILED)
 
 
@@ -112,6 +121,7 @@ def _run(sub: argparse._SubParsersAction) -> None:
 
 def _presets(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_presets)
 
 
@@ -125,6 +135,7 @@ def _doctor(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_doctor)
 
 

@@ -2,9 +2,10 @@
 cache, each its parser and what it calls."""
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
+from kit.core import jsonout
 from kit.core.errors import KitError
 
 
@@ -12,7 +13,10 @@ def cmd_list(a: argparse.Namespace) -> None:
     from kit.image import catalog
 
     listed = catalog.rows()
-    print(json.dumps(listed, indent=2) if a.json else catalog.table(listed, catalog.sizes()))
+    if a.json:
+        sys.stdout.write(jsonout.dumps(listed))
+    else:
+        print(catalog.table(listed, catalog.sizes()))
 
 
 def _selected(names: list[str]) -> list:
@@ -27,9 +31,15 @@ def cmd_render(a: argparse.Namespace) -> None:
     chosen = _selected(a.images)
     if a.check:
         render.check(chosen)
-        print(f"containers/ matches recipes/ ({len(chosen)} images)")
+        if a.json:
+            sys.stdout.write(jsonout.dumps({"images": [r.name for r in chosen], "written": []}))
+        else:
+            print(f"containers/ matches recipes/ ({len(chosen)} images)")
         return
     written = render.write(chosen)
+    if a.json:
+        sys.stdout.write(jsonout.dumps({"images": [r.name for r in chosen], "written": written}))
+        return
     for p in written:
         print(f"wrote {p}")
     if not written:
@@ -56,8 +66,14 @@ def cmd_convert(a: argparse.Namespace) -> None:
     from kit.image import convert, recipes
 
     r = recipes.load(a.image)
-    art = convert.convert(r, a.variant, convert.parse_formats(a.to))
-    print(art.dir)
+    formats = convert.parse_formats(a.to)
+    art = convert.convert(r, a.variant, formats)
+    if a.json:
+        made = {f: p for f, p in art.products.items() if f in formats}
+        said = {"image": r.name, "digest": art.digest, "folder": art.dir, "products": made}
+        sys.stdout.write(jsonout.dumps(said))
+    else:
+        print(art.dir)
 
 
 def cmd_import(a: argparse.Namespace) -> None:
@@ -66,11 +82,16 @@ def cmd_import(a: argparse.Namespace) -> None:
     if a.build not in (None, "docker", "apptainer"):
         raise KitError(f"--build '{a.build}' must be docker or apptainer")
     done = importer.write(a.dockerfile, a.name, a.out, a.base)
-    print(f"wrote {done.definition} (from {done.base})")
-    for line in done.untranslated:
-        print(f"  not translated: {line}")
-    if a.build:
-        print(f"built: kit run --image {importer.build(done, a.build)} --command ...")
+    if not a.json:
+        print(f"wrote {done.definition} (from {done.base})")
+        for line in done.untranslated:
+            print(f"  not translated: {line}")
+    built = importer.build(done, a.build) if a.build else None
+    if a.json:
+        said = {"definition": done.definition, "base": done.base, "built": built}
+        sys.stdout.write(jsonout.dumps(said | {"untranslated": done.untranslated}))
+    elif built:
+        print(f"built: kit run --image {built} --command ...")
 
 
 def cmd_pull(a: argparse.Namespace) -> None:
@@ -91,7 +112,7 @@ def cmd_cache(a: argparse.Namespace) -> None:
 
 def add_list(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("list", help="images, versions, MPI flavour, frameworks, variants")
-    s.add_argument("--json", action="store_true", help="machine-readable (CI matrices)")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_list)
 
 
@@ -103,6 +124,7 @@ def add_render(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write nothing; fail if containers/ differs from recipes/",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_render)
 
 
@@ -147,6 +169,7 @@ def add_convert(sub: argparse._SubParsersAction) -> None:
         help="singularity, shifter (squashfs + metadata + docker-save tar), "
         "charliecloud (same squashfs), docker-archive; comma-separated",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_convert)
 
 
@@ -191,6 +214,7 @@ def add_import(sub: argparse._SubParsersAction) -> None:
         help="then build it: docker (tag NAME in the local engine) or apptainer (NAME.sif "
         "beside the definition, as the caller)",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_import)
 
 
@@ -212,7 +236,7 @@ def add_cache(sub: argparse._SubParsersAction) -> None:
         "first): its products and their sizes, when a campaign or conversion last used it, "
         "whether a running kit uses it now, and whether the engine still holds the image.",
     )
-    ls.add_argument("--json", action="store_true", help="as JSON")
+    jsonout.add_option(ls)
     prune = cache.add_parser(
         "prune",
         help="remove image folders, least recently used first, until the rules hold",

@@ -6,6 +6,8 @@ import sys
 
 from kit.core.errors import Failed, KitError
 
+STDERR_FD = 2  # a tool's progress goes where kit's own messages go
+
 
 def which(cmd: str, fix: str) -> str:
     """The full path of cmd, or a KitError that says how to get it."""
@@ -29,10 +31,11 @@ def capture(argv: list[str], what: str, **kw) -> str:
 
 
 def stream(argv: list[str], what: str, **kw) -> None:
-    """Run argv with its output shown live (long steps show progress), raise on failure."""
+    """Run argv with its output shown live on stderr (long steps show progress; stdout is
+    kept for the command's result, e.g. its --json), raise on failure."""
     print(f"+ {' '.join(argv)}", file=sys.stderr, flush=True)
     try:
-        rc = subprocess.run(argv, **kw).returncode
+        rc = subprocess.run(argv, **{"stdout": STDERR_FD, **kw}).returncode
     except FileNotFoundError:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if rc != 0:

@@ -11,11 +11,10 @@ same way on its per-round log rates. All the intervals of one comparison form a 
 Bonferroni-adjusted, so every verdict holds together at the stated confidence.
 """
 
-import json
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kit.core import benches, columns
@@ -243,7 +242,3 @@ def text(c: Comparison) -> str:
         f"all hold together at {c.confidence:.0%}"
     )
     return "\n".join(lines) + "\n"
-
-
-def as_json(c: Comparison) -> str:
-    return json.dumps(asdict(c), indent=2, default=str) + "\n"

@@ -294,3 +294,27 @@ def describe(design: Design, opts: Options) -> str:
             "are spent"
         )
     return "\n".join(lines)
+
+
+def as_data(design: Design, opts: Options) -> dict:
+    """The dry run's plan as kit run --dry-run --json prints it: the same trials and rules
+    as describe's lines (docs/schemas/output/run.json)."""
+    cmd, t = opts.command, design.target
+    trials = [
+        dataclasses.asdict(p.config) | {"index": i, "runtime": p.runtime, "round": p.repeat,
+                                        "warmup": p.warmup}
+        for i, p in enumerate(design.trials())
+    ]  # fmt: skip
+    return {
+        "trials": trials,
+        "command": None if cmd is None else {
+            "name": cmd.name, "argv": list(cmd.argv), "native_argv": list(cmd.native_argv),
+            "metric": cmd.pattern, "reduce": cmd.reduce,
+        },
+        "min_time_auto": opts.auto_min_time,
+        "baseline_launches": design.baseline_launches,
+        "target": None if t is None else {
+            "precision": t.precision, "budget_s": t.budget_s, "confidence": t.confidence,
+            "baseline": t.baseline,
+        },
+    }  # fmt: skip

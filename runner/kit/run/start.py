@@ -4,7 +4,7 @@ sbatch scripts written (--emit), or its trials run in its results folder, held."
 import signal
 import sys
 
-from kit.core import paths
+from kit.core import jsonout, paths
 from kit.core.errors import RunFailed
 from kit.results import lock, store
 from kit.run import campaign, orphans, plan, request, sbatch
@@ -24,7 +24,10 @@ def run(q: RunRequest, checked: Campaign) -> None:
             lock.check_out(out)
             store.check_campaign(out, c.spec, q.resume)
         campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
-        print(plan.describe(c.design, c.opts))
+        if q.json:
+            sys.stdout.write(jsonout.dumps(plan.as_data(c.design, c.opts)))
+        else:
+            print(plan.describe(c.design, c.opts))
         return
     if q.emit:
         scripts = sbatch.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), q.emit, c.opts)
