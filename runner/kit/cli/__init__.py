@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from kit import __version__
 from kit.cli import images, results
-from kit.core import jsonout, schema
+from kit.core import jsonout, log, schema
 from kit.core.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -18,6 +18,8 @@ from kit.core.errors import (
     EXIT_USAGE,
     KitError,
 )
+
+messages = log.logger(__name__)
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table
@@ -92,6 +94,15 @@ def parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"kit {__version__}")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="say only warnings and errors on stderr"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also say every command kit runs (default: KIT_LOG_LEVEL, else info)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         *(images.add_list, images.add_render, images.add_base, images.add_build),
@@ -169,20 +180,21 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
+        log.set_level(log.level(args.quiet, args.verbose))
         check_typed(p, args)
         args.func(args)
     except KitError as e:
-        print(f"kit: error: {schema.printable(str(e))}", file=sys.stderr)
+        messages.error(f"kit: error: {schema.printable(str(e))}")
         return e.status
     except KeyboardInterrupt:
-        print("kit: interrupted", file=sys.stderr)
+        messages.error("kit: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         sys.stderr.close()
         return EXIT_OK
     except OSError as e:  # a file or folder the user named cannot be used
         where = f"'{e.filename}': " if e.filename else ""
-        said = schema.printable(f"{where}{e.strerror or e}")
-        print(f"kit: error: {said}; check the path and its permissions", file=sys.stderr)
+        what = schema.printable(f"{where}{e.strerror or e}")
+        messages.error(f"kit: error: {what}; check the path and its permissions")
         return EXIT_USAGE
     return EXIT_OK

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from kit.core import jsonout
 from kit.core.errors import EXIT_FAILED, KitError
+from kit.core.log import logger
+
+log = logger(__name__)
 
 
 def _results_dir(d: Path) -> None:
@@ -106,7 +109,7 @@ def cmd_check(a: argparse.Namespace) -> None:
     else:
         sys.stdout.write(gate.text(checked, kind))
     for line in gate.warnings(checked):
-        print(f"kit: warning: {line}", file=sys.stderr)
+        log.warning(f"kit: warning: {line}")
     if gate.failed(checked):
         raise SystemExit(EXIT_FAILED)
 

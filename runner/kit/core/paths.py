@@ -5,12 +5,14 @@ import errno
 import fcntl
 import os
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from kit.core import settings
 from kit.core.errors import KitError
+from kit.core.log import logger
+
+log = logger(__name__)
 
 
 def repo_root() -> Path:
@@ -39,7 +41,7 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"waiting for another kit making {what} ({lock})", file=sys.stderr, flush=True)
+            log.info(f"waiting for another kit making {what} ({lock})")
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
 

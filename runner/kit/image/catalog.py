@@ -1,13 +1,14 @@
 """What `kit list` shows: each recipe's facts, and each image's built size when an
 engine answers (a missing or confused engine is a note, never a failure)."""
 
-import sys
-
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.image import engine, recipes
 
 HEAD = ("IMAGE", "VERSION", "STACK", "MPI", "DISTRO", "VARIANTS", "SIZE")
 WIDTHS = (16, 8, 10, 8, 9, 9, 10)
+
+log = logger(__name__)
 
 
 def rows() -> list[dict]:
@@ -35,7 +36,7 @@ def sizes() -> dict[str, str]:
     try:
         engine.server_version()
     except KitError as e:
-        print(f"kit: note: SIZE not shown: {e}", file=sys.stderr)
+        log.info(f"kit: note: SIZE not shown: {e}")
         return {}
     out = {}
     for r in recipes.load_all().values():

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -18,11 +17,13 @@ from typing import Protocol
 
 from kit.core import inputs, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atomically
 from kit.core.proc import capture, stream, which
 from kit.image import engine, marks, rootfs
 from kit.image.recipes import Recipe
 
+log = logger(__name__)
 APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
 FORMATS = {
     "singularity": "singularity",
@@ -33,7 +34,6 @@ FORMATS = {
     "squashfs": "squashfs",
     "docker-archive": "docker-archive",
 }
-
 
 MANIFEST = "manifest.json"  # beside an image's conversions: its digest, contents, timings
 
@@ -104,10 +104,9 @@ def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
     marks.use(art.dir)
     if not made.is_file():  # removed (kit cache prune) before it was marked
         return None
-    print(
+    log.info(
         f"no Docker engine answers: using {made}, converted earlier from "
-        f"{recipe.tag(variant)} ({art.digest[:19]})",
-        file=sys.stderr,
+        f"{recipe.tag(variant)} ({art.digest[:19]})"
     )
     return art
 
@@ -173,13 +172,13 @@ def convert(recipe: Image, variant: str, formats: list[str]) -> Artifacts:
         for fmt in needs:
             target, make = art.products[fmt], makers[fmt]
             if target.exists():
-                print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
+                log.info(f"{fmt}: {target} (cached for {art.digest[:19]})")
                 continue
             _room(art, fmt, tag)
             t0 = time.monotonic()
             make(tag, art)
             phases[fmt] = round(time.monotonic() - t0, 1)
-            print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
+            log.info(f"{fmt}: {target} made in {phases[fmt]:.1f} s")
         if phases:
             record_made(recipe, variant, art, phases)
     return art
@@ -232,11 +231,10 @@ def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str
         if held is not None and old.digest not in held:
             freed = size_of(old.dir)
             if marks.remove(old.dir):
-                print(
+                log.info(
                     f"removed {freed / 1e9:.2f} GB in {old.dir}: the conversions of "
                     f"{old.digest[:19]}, an earlier build of {recipe.tag(variant)} that the "
-                    "engine no longer holds",
-                    file=sys.stderr,
+                    "engine no longer holds"
                 )
             continue
         freed, left = 0, True
@@ -250,10 +248,7 @@ def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str
         if not left:
             marks.remove(old.dir)
         if freed:
-            print(
-                f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}",
-                file=sys.stderr,
-            )
+            log.info(f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}")
 
 
 def _needed(fmt: str, wanted: list[str]) -> bool:

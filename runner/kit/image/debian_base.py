@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -10,10 +9,13 @@ from pathlib import Path
 
 from kit.core import schema, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.proc import stream, which
 from kit.image import engine
 
 MIRROR_FIX = "give the mirror's URL, e.g. http://deb.debian.org/debian"
+
+log = logger(__name__)
 
 
 def base_tag(distro: str) -> str:
@@ -63,7 +65,7 @@ def make(distro: str, mirror: str | None, force: bool) -> str:
         argv = [engine.docker(), "import"]
         for c in changes:
             argv += ["--change", c]
-        print(f"importing {root} as {tag}", file=sys.stderr)
+        log.info(f"importing {root} as {tag}")
         tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
         imp = subprocess.run([*argv, "-", tag], stdin=tar.stdout, capture_output=True, text=True)
         tar.stdout.close()

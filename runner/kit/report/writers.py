@@ -6,9 +6,9 @@ import dataclasses
 import html
 import io
 import json
-import sys
 from pathlib import Path
 
+from kit.core.log import logger
 from kit.core.paths import write_atomically
 from kit.core.schema import printable
 from kit.report import document, plots, published
@@ -17,6 +17,8 @@ from kit.results import analysis
 from kit.results.findings import Analysis
 
 FORMATS = ("md", "csv", "json", "html")
+
+log = logger(__name__)
 
 
 def _markdown(doc: Document) -> str:
@@ -140,6 +142,6 @@ def write(
     try:
         write_atomically(path, text)
     except OSError as e:
-        print(f"kit: warning: cannot write {path} ({e.strerror}); printing it", file=sys.stderr)
+        log.warning(f"kit: warning: cannot write {path} ({e.strerror}); printing it")
         return None, text
     return path, text

@@ -17,9 +17,12 @@ from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.results.store import placed, writable
 
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
+
+log = logger(__name__)
 
 
 @contextlib.contextmanager
@@ -42,9 +45,8 @@ def held(out_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             raise _in_use(out_dir, note) from None
         if note:
-            print(
-                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})",
-                file=sys.stderr,
+            log.info(
+                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})"
             )
         started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         mine = f"pid {os.getpid()} on {socket.gethostname()} since {started}: {_command()}"

@@ -1,10 +1,11 @@
 """The line each finished trial prints: a bar and ETA for a fixed design, else the round,
 the trial's figure on its benchmark's metric, and how long it took."""
 
-import sys
-
 from kit.core import benches
+from kit.core.log import logger
 from kit.results.record import Trial
+
+log = logger(__name__)
 
 
 def figure(t: Trial) -> str:
@@ -34,8 +35,6 @@ def say(done: int, total: int | None, t: Trial, elapsed: float, r: int) -> None:
         tail = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s"
     else:
         head, tail = f"round {r} trial {done}", f"; {elapsed // 60:.0f} min {elapsed % 60:02.0f} s"
-    print(
-        f"{head} {t.runtime:<12} np={t.ranks} {what}: {figure(t)}{tag} in {t.wall_s:.1f} s{tail}",
-        file=sys.stderr,
-        flush=True,
+    log.info(
+        f"{head} {t.runtime:<12} np={t.ranks} {what}: {figure(t)}{tag} in {t.wall_s:.1f} s{tail}"
     )

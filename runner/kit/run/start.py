@@ -6,9 +6,12 @@ import sys
 
 from kit.core import jsonout, paths
 from kit.core.errors import RunFailed
+from kit.core.log import logger
 from kit.results import lock, store
 from kit.run import campaign, orphans, plan, request, sbatch
 from kit.run.checks import Campaign, RunRequest
+
+log = logger(__name__)
 
 
 def run(q: RunRequest, checked: Campaign) -> None:
@@ -31,10 +34,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
         return
     if q.emit:
         scripts = sbatch.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), q.emit, c.opts)
-        print(
-            f"wrote {len(scripts)} sbatch scripts to {q.emit}; submit each with sbatch",
-            file=sys.stderr,
-        )
+        log.info(f"wrote {len(scripts)} sbatch scripts to {q.emit}; submit each with sbatch")
         for path in scripts:
             print(path)
         return
