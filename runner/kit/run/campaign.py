@@ -16,7 +16,7 @@ from kit.launch import launchers
 from kit.results import catalogue, store
 from kit.results.record import Trial
 from kit.run import progress, trial
-from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
+from kit.run.plan import Design, Options, auto_min_time, seconds_left, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import user_env
 
@@ -183,6 +183,7 @@ def execute(
 
     try:  # registered however it ends: finished, stopped, interrupted or failed
         while (why := stop_reason(design, records, r, spent())) is None:
+            left = seconds_left(design, records, r, spent())
             if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
                 log.info(f"campaign {campaign}: {short}")
             if r == design.warmups and context.opts.auto_min_time:
@@ -199,7 +200,7 @@ def execute(
                 records.append(filed)
                 own_s += time.monotonic() - t_trial - (filed.wall_s or 0.0)
                 ran += 1
-                progress.say(ran, total, filed, time.monotonic() - t_start, r)
+                progress.say(ran, total, filed, time.monotonic() - t_start, r, left)
                 if filed.status == "interrupted":
                     raise KeyboardInterrupt
             r += 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from kit.core import benches, units
 from kit.core.command import Command
 from kit.launch import slurm
-from kit.results import analysis, stats
+from kit.results import analysis, precision, stats
 from kit.results.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
 from kit.results.record import Trial
 
@@ -211,6 +211,26 @@ def stop_reason(
     if ratios and stats.precise(ratios, t.precision):
         return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({_widths(a)})"
     return None
+
+
+def seconds_left(
+    design: Design, records: list[Trial], rounds_done: int, spent_s: float
+) -> float | None:
+    """A precision-targeted campaign's time left, from what it measured: the rounds its
+    widest comparison needs at the spread so far (precision.rounds_for), at the rate its
+    rounds ran, never past its budget; None for a fixed design or before its first rounds
+    (warm-up and stats.MIN_ROUNDS measured) give a spread."""
+    t = design.target
+    measured = rounds_done - design.warmups
+    if t is None or measured < stats.MIN_ROUNDS:
+        return None
+    budget_left = max(0.0, t.budget_s - spent_s)
+    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    paired = [arm for _, arm in _compared(a) if arm.rounds and not arm.too_few]
+    if not paired:
+        return budget_left
+    needs = max(precision.rounds_for(arm.ratio, arm.rounds, t.precision) for arm in paired)
+    return min(budget_left, max(0, needs - measured) * spent_s / rounds_done)
 
 
 def comparisons(design: Design) -> int:
