@@ -169,12 +169,13 @@ def convert(recipe: Image, variant: str, formats: list[str]) -> Artifacts:
     needs = [f for f in ("squashfs", "singularity", "docker-archive") if _needed(f, wanted)]
     phases = {}
     with exclusive(art.dir / ".lock", f"the conversions of {tag} ({art.digest[:19]})"):
-        for fmt in needs:
+        for k, fmt in enumerate(needs, 1):
             target, make = art.products[fmt], makers[fmt]
             if target.exists():
                 log.info(f"{fmt}: {target} (cached for {art.digest[:19]})")
                 continue
             _room(art, fmt, tag)
+            log.info(f"{fmt} ({k}/{len(needs)}): {DOING[fmt]} ...")  # the long part starts
             t0 = time.monotonic()
             make(tag, art)
             phases[fmt] = round(time.monotonic() - t0, 1)
@@ -183,6 +184,12 @@ def convert(recipe: Image, variant: str, formats: list[str]) -> Artifacts:
             record_made(recipe, variant, art, phases)
     return art
 
+
+DOING = {  # what each phase does, said as it starts: the squashfs takes minutes
+    "squashfs": "docker export of the image, flattened into one compressed squashfs",
+    "singularity": "the squashfs wrapped as a SIF (no second compression)",
+    "docker-archive": "docker save of the image",
+}
 
 # kit's images compress to 0.25-0.32 of their size at zstd:3: a fifth is a floor
 SQUASHFS_SHARE = 5
