@@ -42,6 +42,7 @@ LEAST = {
     "check": ["DIR", "--max-overhead", "docker=5%"],
     "history": ["pytorch-mpich", "--runtime", "docker"],
     "export": ["DIR"],
+    "completion": ["bash"],
 }
 
 

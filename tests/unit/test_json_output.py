@@ -25,6 +25,7 @@ NO_RESULT = {
     "build": "its result is an image in the engine (kit list names its tag)",
     "pull": "its result is a SIF in the cache (kit cache ls --json lists it)",
     "cache prune": "not yet: image/cache.prune returns its lines as text",
+    "completion": "its result is a bash script",
 }
 
 

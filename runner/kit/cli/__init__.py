@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kit import __version__
-from kit.cli import images, results
+from kit.cli import completion, images, results
 from kit.core import jsonout, log, schema
 from kit.core.errors import (
     EXIT_CODES,
@@ -107,7 +107,7 @@ def parser() -> Parser:
     for add in (
         *(images.add_list, images.add_render, images.add_base, images.add_build),
         *(images.add_convert, images.add_pull, images.add_import, _run, results.add_report),
-        *(_presets, _doctor, images.add_cache, results.add_catalogued),
+        *(_presets, _doctor, images.add_cache, results.add_catalogued, _completion),
     ):
         add(sub)
     return p
@@ -148,6 +148,22 @@ def _doctor(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
     jsonout.add_option(s)
     s.set_defaults(func=cmd_doctor)
+
+
+def cmd_completion(a: argparse.Namespace) -> None:
+    sys.stdout.write(completion.bash(parser()))
+
+
+def _completion(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "completion",
+        help="the shell's completion of kit's commands and options",
+        description="Print bash's completion of kit, generated from kit's own parser: "
+        "source <(kit completion bash), or save it as "
+        "~/.local/share/bash-completion/completions/kit.",
+    )
+    s.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    s.set_defaults(func=cmd_completion)
 
 
 def commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

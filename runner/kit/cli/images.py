@@ -8,6 +8,8 @@ from pathlib import Path
 from kit.core import jsonout
 from kit.core.errors import KitError
 
+BUILDS = ("docker", "apptainer")  # what kit import --build builds with
+
 
 def cmd_list(a: argparse.Namespace) -> None:
     from kit.image import catalog
@@ -79,8 +81,8 @@ def cmd_convert(a: argparse.Namespace) -> None:
 def cmd_import(a: argparse.Namespace) -> None:
     from kit.image import importer
 
-    if a.build not in (None, "docker", "apptainer"):
-        raise KitError(f"--build '{a.build}' must be docker or apptainer")
+    if a.build not in (None, *BUILDS):
+        raise KitError(f"--build '{a.build}' must be {' or '.join(BUILDS)}")
     done = importer.write(a.dockerfile, a.name, a.out, a.base)
     if not a.json:
         print(f"wrote {done.definition} (from {done.base})")
@@ -210,7 +212,7 @@ def add_import(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument(
         "--build",
-        metavar="WITH",
+        metavar="{" + ",".join(BUILDS) + "}",
         help="then build it: docker (tag NAME in the local engine) or apptainer (NAME.sif "
         "beside the definition, as the caller)",
     )

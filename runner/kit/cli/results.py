@@ -13,6 +13,16 @@ from kit.core.log import logger
 log = logger(__name__)
 
 
+# what --format takes, listed in --help: the report's are kit.report.writers.FORMATS (a
+# test holds the two equal; importing the writers here would slow every command's start)
+REPORT_FORMATS = ("md", "csv", "json", "html")
+EXPORT_FORMATS = ("mllog",)
+
+
+def _choices(values: tuple[str, ...]) -> str:
+    return "{" + ",".join(values) + "}"
+
+
 def _results_dir(d: Path) -> None:
     """A folder a results command reads must exist: one line naming it, before any work."""
     if not d.is_dir():
@@ -141,8 +151,8 @@ def cmd_history(a: argparse.Namespace) -> None:
 def cmd_export(a: argparse.Namespace) -> None:
     from kit.results import mllog
 
-    if a.format != "mllog":
-        raise KitError(f"--format '{a.format}' is not one of mllog")
+    if a.format not in EXPORT_FORMATS:
+        raise KitError(f"--format '{a.format}' is not one of {', '.join(EXPORT_FORMATS)}")
     _results_dir(a.dir)
     folder = mllog.export(a.dir, a.out)
     if a.json:
@@ -168,7 +178,12 @@ def add_report(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="one or more campaigns' results (e.g. the same matrix via mpirun and via Slurm)",
     )
-    s.add_argument("--format", default="md", help="md (default), csv, json or html")
+    s.add_argument(
+        "--format",
+        default="md",
+        metavar=_choices(REPORT_FORMATS),
+        help="the report's format (default: md)",
+    )
     s.add_argument(
         "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"
     )
@@ -291,7 +306,12 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("export", help="a campaign's trials in a standard log format")
     s.add_argument("dir", type=Path, metavar="DIR", help="the campaign (kit run --out)")
-    s.add_argument("--format", default="mllog", help="mllog (MLPerf :::MLLOG lines; default)")
+    s.add_argument(
+        "--format",
+        default="mllog",
+        metavar=_choices(EXPORT_FORMATS),
+        help="mllog: MLPerf :::MLLOG lines (default)",
+    )
     s.add_argument("--out", type=Path, metavar="FOLDER", help="default: DIR/mllog")
     jsonout.add_option(s)
     s.set_defaults(func=cmd_export)
