@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from kit import __version__
 from kit.cli import completion, images, results
-from kit.core import jsonout, log, schema
+from kit.core import columns, jsonout, log, schema
 from kit.core.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -25,7 +25,7 @@ EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker i
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table
 
 exit codes (every command):
-""" + "\n".join(f"  {code:>3}  {said}" for code, said in EXIT_CODES.items())
+""" + "\n".join(columns.aligned([(str(c), said) for c, said in EXIT_CODES.items()], "  ", {0}))
 
 
 def cmd_run(a: argparse.Namespace) -> None:

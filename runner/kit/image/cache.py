@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from kit.core import inputs, schema, units
+from kit.core import columns, inputs, schema, units
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, size_of
 from kit.image import convert, marks
@@ -121,24 +121,20 @@ def listing(engine_ids: set[str] | None) -> str:
     first), then the total."""
     found = folders(engine_ids, time.time())
     engine = {True: "yes", False: "gone", None: "?"}
-    width = max([len("IMAGE"), *(len(f.image) for f in found)])
-    head = ("LAST USED", "SIZE", "IN USE", "ENGINE", "DIGEST", "IMAGE")
-    lines = [_row(*head, width) + "PRODUCTS"]
+    rows = [("LAST USED", "SIZE", "IN USE", "ENGINE", "DIGEST", "IMAGE", "PRODUCTS")]
     for f in found:
         made = ", ".join(f"{k} {units.size_text(n)}" for k, n in f.products.items()) or "-"
         used = "yes" if f.in_use else "-"
         size = units.size_text(f.size)
-        cells = (_when(f.last_used), size, used, engine[f.in_engine], f.digest[:19], f.image)
-        lines.append(_row(*cells, width) + made)
+        rows.append(
+            (_when(f.last_used), size, used, engine[f.in_engine], f.digest[:19], f.image, made)
+        )
+    lines = columns.aligned(rows, right={1})
     total = units.size_text(sum(f.size for f in found))
     lines.append(f"{len(found)} image folders, {total}, in {images_dir()}")
     if engine_ids is None:
         lines.append("ENGINE ?: no Docker engine answers, so which images it holds is not known")
     return "\n".join(lines)
-
-
-def _row(when: str, size: str, used: str, engine: str, digest: str, image: str, width: int) -> str:
-    return f"{when:<16}  {size:>9}  {used:<6}  {engine:<6}  {digest:<19}  {image:<{width}}  "
 
 
 def listing_json(engine_ids: set[str] | None) -> str:

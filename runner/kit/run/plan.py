@@ -9,7 +9,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from kit.core import benches, units
+from kit.core import benches, columns, units
 from kit.core.command import Command
 from kit.launch import slurm
 from kit.results import analysis, precision, stats
@@ -288,11 +288,14 @@ def _what(c: Config) -> str:
 def describe(design: Design, opts: Options) -> str:
     """The dry run's plan: every trial of the fixed rounds, then what the campaign decides
     as it goes (the trial length, the baseline's launches, more rounds to a target)."""
-    lines = [
-        f"{i:4d} {t.runtime:<12} {_what(t.config)} np={t.config.ranks}"
-        + (" warm-up" if t.warmup else "")
-        for i, t in enumerate(design.trials())
-    ]
+    lines = columns.aligned(
+        [
+            (str(i), t.runtime, _what(t.config), f"np={t.config.ranks}")
+            + (("warm-up",) if t.warmup else ())
+            for i, t in enumerate(design.trials())
+        ],
+        right={0},
+    )
     if cmd := opts.command:
         lines.append(
             f"{cmd.name}: {' '.join(cmd.argv)} in the image"
