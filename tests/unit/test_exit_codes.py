@@ -154,3 +154,10 @@ def test_results_commands_exit_0_done_1_beyond_2_a_mistake(tmp_path, capsys):
     assert e.value.code == EXIT_FAILED
     for argv in (["report", str(tmp_path / "none")], ["export", str(tmp_path / "none")]):
         assert cli.main(argv) == EXIT_USAGE
+
+
+def test_docs_commands_md_has_a_row_for_every_command():
+    page = (REPO / "docs/commands.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `kit ")]
+    for name in commands():
+        assert any(f"`kit {name}" in row or f"/ `kit {name}" in row for row in rows), name

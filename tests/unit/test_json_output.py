@@ -13,6 +13,7 @@ from referencing import Registry, Resource
 from kit import cli, doctor
 from kit.core import jsonout
 from kit.image import convert, engine
+from tests.unit.image.test_cache import make
 from tests.unit.records import campaign_folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +25,6 @@ NO_RESULT = {
     "base": "its result is an image in the engine (kit doctor says whether it is there)",
     "build": "its result is an image in the engine (kit list names its tag)",
     "pull": "its result is a SIF in the cache (kit cache ls --json lists it)",
-    "cache prune": "not yet: image/cache.prune returns its lines as text",
     "completion": "its result is a bash script",
 }
 
@@ -63,6 +63,8 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
     """Each result-printing command run with --json on a synthetic campaign (or, for what
     needs an engine, on stand-ins for it): what it printed, by name."""
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    for key, days in (("a", 40), ("b", 1)):  # two image folders: prune removes one
+        make(tmp_path / "cache", "pytorch-mpich", key, days, sif=0.001)
     d = campaign_folder(tmp_path / "d", "c1", 8, {"native": 1.0, "docker": 0.9}, seed=7)
     db = str(tmp_path / "results.db")
     (tmp_path / "Dockerfile").write_text("FROM debian:12\nRUN true\nUSER nobody\n")
@@ -79,6 +81,7 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
         "convert": ["convert", "pytorch-mpich", "--to", "singularity"],
         "import": ["import", str(tmp_path / "Dockerfile"), "--name", "x"],
         "cache ls": ["cache", "ls"],
+        "cache prune": ["cache", "prune", "--keep-last", "1", "--dry-run"],
         "run": ["run", "pytorch-mpich", "--runtime", "native,docker", "--repeats", "2",
                 "--precision", "2%", "--budget", "20m", "--dry-run"],
         "presets": ["presets"],
@@ -125,6 +128,9 @@ def test_the_outputs_say_what_the_text_says(outputs):
     assert checked["outcome"] == "within" and checked["bound"] == 0.2
     assert json.loads(outputs["doctor"])["missing"] == []
     assert len(json.loads(outputs["export"])["files"]) == 16
+    assert len(json.loads(outputs["cache ls"])["folders"]) == 2
+    (gone,) = json.loads(outputs["cache prune"])["removed"]  # the least recently used
+    assert gone["digest"] == "sha256:" + "a" * 64
 
 
 def test_json_is_strict_a_number_that_is_none_is_null():

@@ -108,6 +108,9 @@ def cmd_cache(a: argparse.Namespace) -> None:
     if a.cache_command == "ls":
         ids = engine.image_ids()
         print(cache.listing_json(ids) if a.json else cache.listing(ids))
+    elif a.json:
+        rules = cache.Rules.of(a.keep_last, a.older_than, a.max_size)
+        sys.stdout.write(jsonout.dumps(cache.pruned(rules, a.dry_run).as_json()))
     else:
         print(cache.prune(cache.Rules.of(a.keep_last, a.older_than, a.max_size), a.dry_run))
 
@@ -256,3 +259,4 @@ def add_cache(sub: argparse._SubParsersAction) -> None:
         "--max-size", metavar="SIZE", help="at most this much in all, e.g. 20G, 500M, 1.5T"
     )
     prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    jsonout.add_option(prune)
