@@ -19,7 +19,7 @@ CASES = [
     (["kit", "results", "ls", "--j"], "--json"),
     (["kit", "-q", "ch"], "check"),
     (["kit", "run", "--dry"], "--dry-run"),
-    (["kit", "completion", ""], "bash -h --help"),
+    (["kit", "completion", ""], "bash -h --help -q --quiet -v --verbose"),
 ]
 
 

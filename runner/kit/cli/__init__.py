@@ -94,15 +94,7 @@ def parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"kit {__version__}")
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="say only warnings and errors on stderr"
-    )
-    p.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also say every command kit runs (default: KIT_LOG_LEVEL, else info)",
-    )
+    _loudness(p, False)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         *(images.add_list, images.add_render, images.add_base, images.add_build),
@@ -110,7 +102,28 @@ def parser() -> Parser:
         *(_presets, _doctor, images.add_cache, results.add_catalogued, _completion),
     ):
         add(sub)
+    for leaf in completion.leaves(p):
+        _loudness(leaf, argparse.SUPPRESS)
     return p
+
+
+def _loudness(p: argparse.ArgumentParser, default: object) -> None:
+    """-q/--quiet and -v/--verbose, before the command or after it (a command's copies
+    default to SUPPRESS: argparse would otherwise reset what was given before it)."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="say only warnings and errors on stderr",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="also say every command kit runs (default: KIT_LOG_LEVEL, else info)",
+    )
 
 
 def _run(sub: argparse._SubParsersAction) -> None:

@@ -20,6 +20,12 @@ def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser
     return dict(found[0].choices) if found else {}
 
 
+def leaves(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's own parser (`cache ls`, not `cache`), whose options a user types."""
+    subs = _subparsers(p).values()
+    return [leaf for sub in subs for leaf in leaves(sub)] if subs else [p]
+
+
 def table(p: argparse.ArgumentParser) -> dict[str, tuple[list[str], list[str]]]:
     """Each command path ('' for kit itself, 'cache ls'): the words that may follow it
     (its actions or a positional's listed values, then its options) and, per option

@@ -76,3 +76,18 @@ def test_quiet_from_the_command_line_leaves_errors(capsys):
     assert cli.main(["--quiet", "report", "/nonexistent"]) == 2
     assert capsys.readouterr().err.startswith("kit: error: results directory")
     assert logging.getLogger("kit").level == logging.WARNING
+
+
+@pytest.mark.parametrize(
+    "argv, quiet, verbose",
+    [
+        (["-q", "presets"], True, False),
+        (["presets", "--quiet"], True, False),
+        (["cache", "ls", "-v"], False, True),
+        (["--verbose", "cache", "ls"], False, True),
+        (["cache", "ls"], False, False),
+    ],
+)
+def test_quiet_and_verbose_go_before_the_command_or_after_it(argv, quiet, verbose):
+    a = cli.parser().parse_args(argv)
+    assert (a.quiet, a.verbose) == (quiet, verbose)
