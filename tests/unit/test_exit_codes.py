@@ -161,3 +161,17 @@ def test_docs_commands_md_has_a_row_for_every_command():
     rows = [line for line in page.splitlines() if line.startswith("| `kit ")]
     for name in commands():
         assert any(f"`kit {name}" in row or f"/ `kit {name}" in row for row in rows), name
+
+
+def test_run_exits_0_for_its_plan_1_when_an_arm_has_no_trial_that_succeeded(
+    monkeypatch, capsys, host_tools
+):
+    assert cli.main(["run", "pytorch-mpich", "--runtime", "native", "--dry-run"]) == EXIT_OK
+    from kit.run import start
+
+    def failed(q, checked) -> None:
+        raise errors.RunFailed("no trial of docker (3 failed) succeeded; the records are kept")
+
+    monkeypatch.setattr(start, "run", failed)
+    assert cli.main(["run", "pytorch-mpich", "--runtime", "native"]) == EXIT_FAILED
+    assert capsys.readouterr().err.endswith("succeeded; the records are kept\n")
