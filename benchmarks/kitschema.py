@@ -249,25 +249,24 @@ def validate(rec: dict) -> list[str]:
     problems = []
     if rec.get("schema") != SCHEMA:
         problems.append(f"schema is {rec.get('schema')!r}, not {SCHEMA}")
-    b = BENCHES.get(rec.get("bench"))
+    bench = rec.get("bench")
+    b = BENCHES.get(bench) if isinstance(bench, str) else None  # a list is no name
     if b is None:
-        problems.append(f"bench {rec.get('bench')!r} is not declared")
+        problems.append(f"bench {bench!r} is not declared")
     present = {k: v for k, v in OPTIONAL.items() if k in rec}
-    for name, (kind, _) in {**fields(rec.get("bench")), **present}.items():
+    for name, (kind, _) in {**fields(b.name if b else ""), **present}.items():
         value = rec.get(name)
         if b and b.metric and name == b.metric.key and rec.get("status") == "oom":
             kind = type(None)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, kind):
+        if not _is(value, kind):
             problems.append(f"{name}: {type(value).__name__}, want {kind.__name__}")
     phases = rec.get("phases_s")
     for phase, seconds in phases.items() if isinstance(phases, dict) else ():
-        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
-        if phase not in PHASES or not number:
+        if phase not in PHASES or not _is(seconds, float):
             problems.append(f"phases_s: {phase} {seconds!r} is no declared phase's seconds")
     for s in b.series if b else ():
-        for row in rec.get(s.field) or []:
+        rows = rec.get(s.field)
+        for row in rows if isinstance(rows, list) else []:  # another type is named above
             want = (*s.at, *(v.key for v in s.values))
             missing = [k for k in want if not isinstance(row, dict) or k not in row]
             if missing:
@@ -276,3 +275,59 @@ def validate(rec: dict) -> list[str]:
     if rec.get("status") not in ("ok", "oom"):
         problems.append(f"status {rec.get('status')!r} is neither ok nor oom")
     return problems
+
+
+def _is(value: object, kind: type) -> bool:
+    """Whether value is of the declared kind, as JSON Schema's types say it (and the
+    runner's checker, kit.results.schemas): a float takes an int, and True is no number."""
+    if isinstance(value, bool) and kind is not bool:
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+              dict: "object", type(None): "null"}  # fmt: skip
+
+
+def json_schema() -> dict:
+    """The kit.bench/2 record as a JSON Schema (2020-12), made from the declarations above,
+    which validate() reads: docs/schemas/bench.json, held equal to validate by a test."""
+
+    def typed(declared: dict) -> dict:
+        return {name: {"type": JSON_TYPES[kind]} for name, (kind, _) in declared.items()}
+
+    common = typed(COMMON)
+    common["schema"] = {"const": SCHEMA}
+    common["bench"] = {"enum": list(BENCHES)}
+    common["status"] = {"enum": ["ok", "oom"]}
+    common["phases_s"] = {
+        "type": "object",
+        "propertyNames": {"enum": list(PHASES)},
+        "additionalProperties": {"type": "number"},
+    }
+    common["fingerprint"] = {"type": "object"}
+    each = []
+    for b in BENCHES.values():
+        own = typed(b.fields)
+        for s in b.series:
+            want = [*s.at, *(v.key for v in s.values)]
+            own[s.field] = {"type": "array", "items": {"type": "object", "required": want}}
+        then: dict = {"properties": own, "required": list(b.fields)}
+        if b.metric:  # an oom record has no figure (null, or left out), another has one
+            key = b.metric.key
+            then["required"].remove(key)
+            then["if"] = {"properties": {"status": {"const": "oom"}}, "required": ["status"]}
+            then["then"] = {"properties": {key: {"type": "null"}}}
+            then["else"] = {"properties": {key: own.pop(key)}, "required": [key]}
+        is_it = {"properties": {"bench": {"const": b.name}}, "required": ["bench"]}
+        each.append({"if": is_it, "then": then})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"kit benchmark record ({SCHEMA})",
+        "description": "What a benchmark prints as its record (a trial record's result), "
+        "as benchmarks/kitschema.py declares it; the fields of its bench too.",
+        "type": "object",
+        "properties": common,
+        "required": list(COMMON),
+        "allOf": each,
+    }

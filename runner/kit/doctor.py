@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kit.core import settings
+from kit.core import columns, settings
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, size_of
 from kit.core.proc import version_line
@@ -151,19 +151,15 @@ def gpus(runtimes: list[str]) -> list[str]:
     lines = [
         f"GPU {d.index}: {d.name}, driver {d.driver}, compute capability {d.compute}" for d in found
     ] or [f"GPU: none ({why}); --variant cuda trials cannot run on this host"]
-    names = runtimes or list(RUNTIMES)
-    width = max(map(len, names))
-    lines.append(f"{'GPUS VIA':<{width}}  {'OPTION':<28}  STATUS")
-    for name in names:
+    rows = [("GPUS VIA", "OPTION", "STATUS")]
+    for name in runtimes or list(RUNTIMES):
         access = RUNTIMES[name].gpu
         lacks = access.missing()
         how = " ".join(access.options) or "-"
-        lines.append(
-            f"{name:<{width}}  {how:<28}  {'MISSING ' if lacks else 'OK'}{', '.join(lacks)}"
-        )
+        rows.append((name, how, f"{'MISSING ' if lacks else 'OK'}{', '.join(lacks)}"))
         if lacks:
-            lines.append(f"{'':<{width}}  needs: {access.needs}")
-    return lines
+            rows.append(("", f"needs: {access.needs}"))
+    return lines + columns.aligned(rows)
 
 
 LOW_DISK_GB = 10  # a campaign's conversions: a few GB for each image it runs
@@ -189,26 +185,46 @@ def disk() -> str:
     return line
 
 
-def report(runtimes: list[str]) -> tuple[str, bool]:
-    """The table, and whether everything the named runtimes need is present."""
+@dataclass(frozen=True)
+class Found:
+    """What kit doctor found: each row (components, then each runtime's command, by key),
+    the GPU lines, the disk line, the settings line, and the rows the named runtimes need
+    that are missing (kit doctor --json prints it as it is)."""
+
+    checks: dict[str, Check]
+    gpus: list[str]
+    disk: str
+    settings: str
+    root: bool
+    missing: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+
+def examine(runtimes: list[str]) -> Found:
+    """Everything kit doctor checks, for the runtimes named (none: only what is there)."""
     found = {**components(), **tools()}
-    width = max(len(c.name) for c in found.values())
-    lines = [f"{'COMPONENT':<{width}}  STATUS   DETAIL"]
-    for c in found.values():
-        status = "OK" if c.ok else "MISSING"
-        lines.append(f"{c.name:<{width}}  {status:<7}  {c.detail}")
+    missing = sorted({k for rt in runtimes for k in needs(rt) if not found[k].ok})
+    return Found(found, gpus(runtimes), disk(), settings.said(), os.geteuid() == 0, missing)
+
+
+def text(f: Found, runtimes: list[str]) -> str:
+    """kit doctor's table: a row a check, with its fix when missing, then the rest."""
+    rows = [("COMPONENT", "STATUS", "DETAIL")]
+    for c in f.checks.values():
+        rows.append((c.name, "OK" if c.ok else "MISSING", c.detail))
         if not c.ok:
-            lines.append(f"{'':<{width}}           fix: {c.fix}")
-    lines += gpus(runtimes)
-    lines += [disk(), settings.said()]
-    if os.geteuid() == 0:
+            rows.append(("", "", f"fix: {c.fix}"))
+    lines = [*columns.aligned(rows), *f.gpus, f.disk, f.settings]
+    if f.root:
         lines.append(
             "note: running as root; Apptainer and MPI jobs here must run as an "
             "ordinary user (root lacks CAP_SYS_RESOURCE)"
         )
-    missing = sorted({k for rt in runtimes for k in needs(rt) if not found[k].ok})
-    if missing:
+    if f.missing:
         lines.append(
-            f"missing for {', '.join(runtimes)}: " + ", ".join(found[k].name for k in missing)
+            f"missing for {', '.join(runtimes)}: " + ", ".join(f.checks[k].name for k in f.missing)
         )
-    return "\n".join(lines), not missing
+    return "\n".join(lines)

@@ -8,12 +8,24 @@ from pathlib import Path
 from typing import NoReturn
 
 from kit import __version__
-from kit.cli import images, results
-from kit.core import schema
-from kit.core.errors import KitError
+from kit.cli import completion, images, results
+from kit.core import columns, jsonout, log, schema
+from kit.core.errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    KitError,
+)
+
+messages = log.logger(__name__)
 
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
-  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table"""
+  --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table
+
+exit codes (every command):
+""" + "\n".join(columns.aligned([(str(c), said) for c, said in EXIT_CODES.items()], "  ", {0}))
 
 
 def cmd_run(a: argparse.Namespace) -> None:
@@ -21,6 +33,11 @@ def cmd_run(a: argparse.Namespace) -> None:
     from kit.run.checks import RunRequest
 
     q = RunRequest.of(a)
+    if q.json and not q.dry_run:
+        raise KitError(
+            "--json goes with --dry-run (the plan); a campaign's results as JSON: "
+            "kit report DIR --format json"
+        )
     if q.preset is None:
         start.run(q, request.check(q))
     else:
@@ -38,6 +55,10 @@ def _preset_report(out: Path) -> None:
 def cmd_presets(a: argparse.Namespace) -> None:
     from kit.run import presets
 
+    if a.json:
+        listed = [presets.load(name) for name in presets.names()]
+        sys.stdout.write(jsonout.dumps(listed))
+        return
     for name in presets.names():
         p = presets.load(name)
         legs = ", ".join(f"{leg.name} ({leg.image})" for leg in p.legs)
@@ -49,17 +70,17 @@ def cmd_doctor(a: argparse.Namespace) -> None:
     from kit import doctor, runtimes
 
     names = [rt.name for rt in runtimes.parse(a.runtime)] if a.runtime else []
-    text, ok = doctor.report(names)
-    print(text)
-    if not ok:
-        raise SystemExit(1)
+    found = doctor.examine(names)
+    sys.stdout.write(jsonout.dumps(found) if a.json else doctor.text(found, names) + "\n")
+    if not found.ok:
+        raise SystemExit(EXIT_FAILED)
 
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, its mistakes said on one line as kit's own are (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
+        self.exit(EXIT_USAGE, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")
 
 
 def parser() -> Parser:
@@ -73,15 +94,37 @@ def parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"kit {__version__}")
+    _loudness(p, False)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         *(images.add_list, images.add_render, images.add_base, images.add_build),
         *(images.add_lock, images.add_verify),
         *(images.add_convert, images.add_pull, images.add_import, _run, results.add_report),
-        *(_presets, _doctor, images.add_cache, results.add_catalogued),
+        *(_presets, _doctor, images.add_cache, results.add_catalogued, _completion),
     ):
         add(sub)
+    for leaf in completion.leaves(p):
+        _loudness(leaf, argparse.SUPPRESS)
     return p
+
+
+def _loudness(p: argparse.ArgumentParser, default: object) -> None:
+    """-q/--quiet and -v/--verbose, before the command or after it (a command's copies
+    default to SUPPRESS: argparse would otherwise reset what was given before it)."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="say only warnings and errors on stderr",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="also say every command kit runs (default: KIT_LOG_LEVEL, else info)",
+    )
 
 
 def _run(sub: argparse._SubParsersAction) -> None:
@@ -103,6 +146,7 @@ def _run(sub: argparse._SubParsersAction) -> None:
 
 def _presets(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("presets", help="the studies' experiments that kit run --preset runs")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_presets)
 
 
@@ -116,7 +160,24 @@ def _doctor(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--runtime", help="exit 1 if anything these runtimes need is missing")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_doctor)
+
+
+def cmd_completion(a: argparse.Namespace) -> None:
+    sys.stdout.write(completion.bash(parser()))
+
+
+def _completion(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "completion",
+        help="the shell's completion of kit's commands and options",
+        description="Print bash's completion of kit, generated from kit's own parser: "
+        "source <(kit completion bash), or save it as "
+        "~/.local/share/bash-completion/completions/kit.",
+    )
+    s.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    s.set_defaults(func=cmd_completion)
 
 
 def commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -149,20 +210,21 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
+        log.set_level(log.level(args.quiet, args.verbose))
         check_typed(p, args)
         args.func(args)
     except KitError as e:
-        print(f"kit: error: {schema.printable(str(e))}", file=sys.stderr)
+        messages.error(f"kit: error: {schema.printable(str(e))}")
         return e.status
     except KeyboardInterrupt:
-        print("kit: interrupted", file=sys.stderr)
-        return 130
+        messages.error("kit: interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         sys.stderr.close()
-        return 0
+        return EXIT_OK
     except OSError as e:  # a file or folder the user named cannot be used
         where = f"'{e.filename}': " if e.filename else ""
-        said = schema.printable(f"{where}{e.strerror or e}")
-        print(f"kit: error: {said}; check the path and its permissions", file=sys.stderr)
-        return 2
-    return 0
+        what = schema.printable(f"{where}{e.strerror or e}")
+        messages.error(f"kit: error: {what}; check the path and its permissions")
+        return EXIT_USAGE
+    return EXIT_OK

@@ -2,17 +2,26 @@
 cache, each its parser and what it calls."""
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
-from kit.core.errors import KitError
+from kit.core import jsonout
+from kit.core.errors import EXIT_FAILED, KitError
+from kit.core.log import logger
+
+log = logger(__name__)
+
+BUILDS = ("docker", "apptainer")  # what kit import --build builds with
 
 
 def cmd_list(a: argparse.Namespace) -> None:
     from kit.image import catalog
 
     listed = catalog.rows()
-    print(json.dumps(listed, indent=2) if a.json else catalog.table(listed, catalog.sizes()))
+    if a.json:
+        sys.stdout.write(jsonout.dumps(listed))
+    else:
+        print(catalog.table(listed, catalog.sizes()))
 
 
 def _selected(names: list[str]) -> list:
@@ -27,9 +36,15 @@ def cmd_render(a: argparse.Namespace) -> None:
     chosen = _selected(a.images)
     if a.check:
         render.check(chosen)
-        print(f"containers/ matches recipes/ ({len(chosen)} images)")
+        if a.json:
+            sys.stdout.write(jsonout.dumps({"images": [r.name for r in chosen], "written": []}))
+        else:
+            print(f"containers/ matches recipes/ ({len(chosen)} images)")
         return
     written = render.write(chosen)
+    if a.json:
+        sys.stdout.write(jsonout.dumps({"images": [r.name for r in chosen], "written": written}))
+        return
     for p in written:
         print(f"wrote {p}")
     if not written:
@@ -100,37 +115,48 @@ def cmd_verify(a: argparse.Namespace) -> None:
         else:
             other = f"kit-verify/{r.name}:{r.version}-{variant}"
             how = "a rebuild with no cache"
-            print(f"building {r.tag(variant)} again with no cache, as {other}", flush=True)
+            log.info(f"building {r.tag(variant)} again with no cache, as {other}")
             build.make(r, variant, build.Options(a.ca_cert, no_cache=True), other)
         verdict = verify.compare(r.tag(variant), other)
         verify.record(convert.artifacts(r, variant).manifest, verdict, how)
     if a.json:
-        print(json.dumps(verdict.as_json(), indent=2))
+        sys.stdout.write(jsonout.dumps(verdict.as_json()))
     else:
         print("\n".join(verify.lines(verdict, None if a.all else 20)))
     if not verdict.reproduced:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 def cmd_convert(a: argparse.Namespace) -> None:
     from kit.image import convert, recipes
 
     r = recipes.load(a.image)
-    art = convert.convert(r, a.variant, convert.parse_formats(a.to))
-    print(art.dir)
+    formats = convert.parse_formats(a.to)
+    art = convert.convert(r, a.variant, formats)
+    if a.json:
+        made = {f: p for f, p in art.products.items() if f in formats}
+        said = {"image": r.name, "digest": art.digest, "folder": art.dir, "products": made}
+        sys.stdout.write(jsonout.dumps(said))
+    else:
+        print(art.dir)
 
 
 def cmd_import(a: argparse.Namespace) -> None:
     from kit.image import importer
 
-    if a.build not in (None, "docker", "apptainer"):
-        raise KitError(f"--build '{a.build}' must be docker or apptainer")
+    if a.build not in (None, *BUILDS):
+        raise KitError(f"--build '{a.build}' must be {' or '.join(BUILDS)}")
     done = importer.write(a.dockerfile, a.name, a.out, a.base)
-    print(f"wrote {done.definition} (from {done.base})")
-    for line in done.untranslated:
-        print(f"  not translated: {line}")
-    if a.build:
-        print(f"built: kit run --image {importer.build(done, a.build)} --command ...")
+    if not a.json:
+        print(f"wrote {done.definition} (from {done.base})")
+        for line in done.untranslated:
+            print(f"  not translated: {line}")
+    built = importer.build(done, a.build) if a.build else None
+    if a.json:
+        said = {"definition": done.definition, "base": done.base, "built": built}
+        sys.stdout.write(jsonout.dumps(said | {"untranslated": done.untranslated}))
+    elif built:
+        print(f"built: kit run --image {built} --command ...")
 
 
 def cmd_pull(a: argparse.Namespace) -> None:
@@ -145,13 +171,16 @@ def cmd_cache(a: argparse.Namespace) -> None:
     if a.cache_command == "ls":
         ids = engine.image_ids()
         print(cache.listing_json(ids) if a.json else cache.listing(ids))
+    elif a.json:
+        rules = cache.Rules.of(a.keep_last, a.older_than, a.max_size)
+        sys.stdout.write(jsonout.dumps(cache.pruned(rules, a.dry_run).as_json()))
     else:
         print(cache.prune(cache.Rules.of(a.keep_last, a.older_than, a.max_size), a.dry_run))
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("list", help="images, versions, MPI flavour, frameworks, variants")
-    s.add_argument("--json", action="store_true", help="machine-readable (CI matrices)")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_list)
 
 
@@ -163,6 +192,7 @@ def add_render(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write nothing; fail if containers/ differs from recipes/",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_render)
 
 
@@ -246,7 +276,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         "--ca-cert", type=Path, metavar="FILE", help="CA bundle for the rebuild (as kit build)"
     )
     s.add_argument("--all", action="store_true", help="list every path that differs")
-    s.add_argument("--json", action="store_true", help="the verdict as JSON")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_verify)
 
 
@@ -261,6 +291,7 @@ def add_convert(sub: argparse._SubParsersAction) -> None:
         help="singularity, shifter (squashfs + metadata + docker-save tar), "
         "charliecloud (same squashfs), docker-archive; comma-separated",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_convert)
 
 
@@ -301,10 +332,11 @@ def add_import(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument(
         "--build",
-        metavar="WITH",
+        metavar="{" + ",".join(BUILDS) + "}",
         help="then build it: docker (tag NAME in the local engine) or apptainer (NAME.sif "
         "beside the definition, as the caller)",
     )
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_import)
 
 
@@ -326,7 +358,7 @@ def add_cache(sub: argparse._SubParsersAction) -> None:
         "first): its products and their sizes, when a campaign or conversion last used it, "
         "whether a running kit uses it now, and whether the engine still holds the image.",
     )
-    ls.add_argument("--json", action="store_true", help="as JSON")
+    jsonout.add_option(ls)
     prune = cache.add_parser(
         "prune",
         help="remove image folders, least recently used first, until the rules hold",
@@ -344,3 +376,4 @@ def add_cache(sub: argparse._SubParsersAction) -> None:
         "--max-size", metavar="SIZE", help="at most this much in all, e.g. 20G, 500M, 1.5T"
     )
     prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    jsonout.add_option(prune)

@@ -3,11 +3,24 @@ catalogue, compare, gate, history, mllog): kit results, compare, check, history 
 export, each its parser and what it calls."""
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from kit.core.errors import KitError
+from kit.core import jsonout
+from kit.core.errors import EXIT_FAILED, KitError
+from kit.core.log import logger
+
+log = logger(__name__)
+
+
+# what --format takes, listed in --help: the report's are kit.report.writers.FORMATS (a
+# test holds the two equal; importing the writers here would slow every command's start)
+REPORT_FORMATS = ("md", "csv", "json", "html")
+EXPORT_FORMATS = ("mllog",)
+
+
+def _choices(values: tuple[str, ...]) -> str:
+    return "{" + ",".join(values) + "}"
 
 
 def _results_dir(d: Path) -> None:
@@ -52,14 +65,18 @@ def cmd_results(a: argparse.Namespace) -> None:
     if a.results_command == "ls":
         with catalogue.opened(path) as db:
             listed = selection.campaigns(db, selection.chosen(vars(a)))
-        print(
-            json.dumps([vars(c) for c in listed], indent=2) if a.json else selection.table(listed)
-        )
+        if a.json:
+            sys.stdout.write(jsonout.dumps([vars(c) for c in listed]))
+        else:
+            print(selection.table(listed))
         return
     if a.results_command == "add":
         added, old = catalogue.add(path, a.dir), None
     else:
         added, old = catalogue.rebuild(path, a.dir)
+    if a.json:
+        sys.stdout.write(jsonout.dumps({"catalogue": path, "kept": old, "added": added}))
+        return
     for x in added:
         skipped = f", {len(x.skipped)} unreadable line(s) skipped" if x.skipped else ""
         print(f"{x.folder}: {x.campaigns} campaign(s), {x.new} new trial(s){skipped}")
@@ -74,7 +91,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
     path = a.catalogue or catalogue.default_path()
     sides = [compare.side(x, path) for x in (a.a, a.b)]
     c = compare.compare(*sides, a.confidence, compare.renames(a.as_))
-    sys.stdout.write(compare.as_json(c) if a.json else compare.text(c))
+    sys.stdout.write(jsonout.dumps(c) if a.json else compare.text(c))
 
 
 def cmd_check(a: argparse.Namespace) -> None:
@@ -96,11 +113,15 @@ def cmd_check(a: argparse.Namespace) -> None:
         against = compare.side(a.against, a.catalogue or catalogue.default_path())
         checked = gate.change(a.dir, against, bound, a.confidence, compare.renames(a.as_))
         kind = "change"
-    sys.stdout.write(gate.text(checked, kind))
+    if a.json:
+        said = {"kind": kind, "confidence": a.confidence, "checked": checked}
+        sys.stdout.write(jsonout.dumps(said | {"failed": gate.failed(checked)}))
+    else:
+        sys.stdout.write(gate.text(checked, kind))
     for line in gate.warnings(checked):
-        print(f"kit: warning: {line}", file=sys.stderr)
+        log.warning(f"kit: warning: {line}")
     if gate.failed(checked):
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 def cmd_history(a: argparse.Namespace) -> None:
@@ -116,23 +137,29 @@ def cmd_history(a: argparse.Namespace) -> None:
             f"no campaign in the catalogue compares {a.runtime} with native on {a.image} "
             f"({sel.said()}); kit results ls lists them"
         )
-    sys.stdout.write(history.text(points))
+    sys.stdout.write(jsonout.dumps(points) if a.json else history.text(points))
     title = f"{a.runtime} on {a.image}, over time"
+    said = sys.stderr if a.json else sys.stdout  # --json: stdout holds the JSON alone
     if a.figure is not None:
         a.figure.write_text(drawn.figure(points, title))
-        print(f"figure: {a.figure}")
+        print(f"figure: {a.figure}", file=said)
     if a.html is not None:
         a.html.write_text(drawn.page(points, title))
-        print(f"page: {a.html}")
+        print(f"page: {a.html}", file=said)
 
 
 def cmd_export(a: argparse.Namespace) -> None:
     from kit.results import mllog
 
-    if a.format != "mllog":
-        raise KitError(f"--format '{a.format}' is not one of mllog")
+    if a.format not in EXPORT_FORMATS:
+        raise KitError(f"--format '{a.format}' is not one of {', '.join(EXPORT_FORMATS)}")
     _results_dir(a.dir)
-    print(mllog.export(a.dir, a.out))
+    folder = mllog.export(a.dir, a.out)
+    if a.json:
+        logs = sorted(p.name for p in folder.glob("trial-*.log"))
+        sys.stdout.write(jsonout.dumps({"format": a.format, "folder": folder, "files": logs}))
+    else:
+        print(folder)
 
 
 def add_report(sub: argparse._SubParsersAction) -> None:
@@ -151,7 +178,12 @@ def add_report(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="one or more campaigns' results (e.g. the same matrix via mpirun and via Slurm)",
     )
-    s.add_argument("--format", default="md", help="md (default), csv, json or html")
+    s.add_argument(
+        "--format",
+        default="md",
+        metavar=_choices(REPORT_FORMATS),
+        help="the report's format (default: md)",
+    )
     s.add_argument(
         "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"
     )
@@ -206,7 +238,6 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     add.add_argument("dir", type=Path, nargs="+", metavar="DIR", help="kit run --out folders")
     ls = actions.add_parser("ls", help="the campaigns registered, oldest first, filtered")
     _filters(ls)
-    ls.add_argument("--json", action="store_true", help="as JSON")
     rebuild = actions.add_parser(
         "rebuild",
         help="a new catalogue from the folders (the file before is kept, renamed)",
@@ -220,6 +251,7 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     )
     for p in (add, ls, rebuild):
         _catalogue_option(p)
+        jsonout.add_option(p)
 
     s = sub.add_parser(
         "compare",
@@ -232,7 +264,7 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     s.add_argument("a", metavar="A", help="the before: a results folder or a selection")
     s.add_argument("b", metavar="B", help="the after: a results folder or a selection")
     _compare_options(s)
-    s.add_argument("--json", action="store_true", help="as JSON")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser(
@@ -250,6 +282,7 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--against", metavar="SELECTION", help="a results folder or selection")
     s.add_argument("--max-change", metavar="PCT", help="with --against: the most change, e.g. 3%%")
     _compare_options(s)
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser(
@@ -268,12 +301,19 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
         "--confidence", type=float, default=0.95, help="interval confidence (default: 0.95)"
     )
     _catalogue_option(s)
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_history)
 
     s = sub.add_parser("export", help="a campaign's trials in a standard log format")
     s.add_argument("dir", type=Path, metavar="DIR", help="the campaign (kit run --out)")
-    s.add_argument("--format", default="mllog", help="mllog (MLPerf :::MLLOG lines; default)")
+    s.add_argument(
+        "--format",
+        default="mllog",
+        metavar=_choices(EXPORT_FORMATS),
+        help="mllog: MLPerf :::MLLOG lines (default)",
+    )
     s.add_argument("--out", type=Path, metavar="FOLDER", help="default: DIR/mllog")
+    jsonout.add_option(s)
     s.set_defaults(func=cmd_export)
 
 

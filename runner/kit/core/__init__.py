@@ -1,3 +1,4 @@
-"""Shared ground: errors, paths, units, schema checks, process helpers, the benchmarks'
-declarations (benches), a user's command as the benchmark (command) and how a trial's
-result is read (readers). Imports nothing else of kit."""
+"""Shared ground: errors (and the exit codes), paths, units, schema checks, process
+helpers, the benchmarks' declarations (benches), what --json prints (jsonout), a user's
+command as the benchmark (command) and how a trial's result is read (readers). Imports
+nothing else of kit."""

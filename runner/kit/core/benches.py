@@ -38,6 +38,7 @@ Series = _schema.Series
 BENCHES: dict = _schema.BENCHES
 IMAGES_PER_SEC: Metric = _schema.IMAGES_PER_SEC
 PHASES: dict = _schema.PHASES  # a launch's phases (phases_s), in the order they run
+RECORD_SCHEMA: dict = _schema.json_schema()  # the kit.bench/2 record (docs/schemas/bench.json)
 ANALYSED = ("startup_s", "framework_version", "mpi_library")  # read of every training record
 # What the analysis reads of an ok record where the record holds it (a user's command's
 # and an older benchmark's lack some), so a hand edit is a named line, not a traceback:

@@ -6,12 +6,14 @@ import fcntl
 import hashlib
 import os
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from kit.core import settings
 from kit.core.errors import KitError
+from kit.core.log import logger
+
+log = logger(__name__)
 
 
 def repo_root() -> Path:
@@ -29,6 +31,18 @@ def cache_dir() -> Path:
     return Path(xdg) / "kit"
 
 
+def flock(fd: int, shared: bool = False, wait: bool = False) -> bool:
+    """kit's one way to take a flock on an open file: shared or exclusive, waiting for it
+    or not; whether it was taken (False: another process holds it, and this did not wait).
+    The kernel drops it when the descriptor closes or the process ends, however it ends."""
+    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    try:
+        fcntl.flock(fd, kind if wait else kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def exclusive(lock: Path, what: str) -> Iterator[None]:
     """Hold an exclusive lock on the file `lock` while kit makes `what` in the cache: a
@@ -37,11 +51,9 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
     flock: local disks, and NFS homes through the kernel's NFS locking."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another kit making {what} ({lock})", file=sys.stderr, flush=True)
-            fcntl.flock(f, fcntl.LOCK_EX)
+        if not flock(f.fileno()):
+            log.info(f"waiting for another kit making {what} ({lock})")
+            flock(f.fileno(), wait=True)
         yield
 
 

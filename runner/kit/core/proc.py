@@ -2,9 +2,13 @@
 
 import shutil
 import subprocess
-import sys
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
+from kit.core.log import logger
+
+STDERR_FD = 2  # a tool's progress goes where kit's own messages go
+
+log = logger(__name__)
 
 
 def which(cmd: str, fix: str) -> str:
@@ -16,26 +20,29 @@ def which(cmd: str, fix: str) -> str:
 
 
 def capture(argv: list[str], what: str, **kw) -> str:
-    """Run argv, return stdout; on failure raise with the last line of stderr."""
+    """Run argv, return stdout; on failure raise Failed (exit 1) with the last line of
+    stderr; a tool not found is the usage error (exit 2): nothing ran."""
+    log.debug(f"+ {' '.join(argv)}")  # --verbose: every command kit runs
     try:
         p = subprocess.run(argv, capture_output=True, text=True, **kw)
     except FileNotFoundError:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise KitError(f"{what} failed (exit {p.returncode}): {tail}")
+        raise Failed(f"{what} failed (exit {p.returncode}): {tail}")
     return p.stdout
 
 
 def stream(argv: list[str], what: str, **kw) -> None:
-    """Run argv with its output shown live (long steps show progress), raise on failure."""
-    print(f"+ {' '.join(argv)}", file=sys.stderr, flush=True)
+    """Run argv with its output shown live on stderr (long steps show progress; stdout is
+    kept for the command's result, e.g. its --json), raise on failure."""
+    log.info(f"+ {' '.join(argv)}")
     try:
-        rc = subprocess.run(argv, **kw).returncode
+        rc = subprocess.run(argv, **{"stdout": STDERR_FD, **kw}).returncode
     except FileNotFoundError:
         raise KitError(f"{what}: '{argv[0]}' not found") from None
     if rc != 0:
-        raise KitError(f"{what} failed (exit {rc}); see the output above")
+        raise Failed(f"{what} failed (exit {rc}); see the output above")
 
 
 def version_line(text: str) -> str:

@@ -22,6 +22,11 @@ class Setting:
 SETTINGS = (
     Setting(("KIT_DOCKER",), "the docker client to use"),
     Setting(
+        ("KIT_LOG_LEVEL",),
+        "how much kit says on stderr: `debug` (also every command it runs), `info` "
+        "(default), `warning`, `error`; `--quiet` and `--verbose` take precedence",
+    ),
+    Setting(
         ("KIT_CACHE",),
         "where conversions and native environments live (default "
         "`$XDG_CACHE_HOME/kit`, else `~/.cache/kit`)",

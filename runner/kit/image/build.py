@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from kit.core import inputs, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import capture, stream
 from kit.image import engine, lock, render, reproducible, wheels
@@ -18,6 +18,7 @@ from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.convert import artifacts
 from kit.image.recipes import Recipe
 
+log = logger(__name__)
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
@@ -90,7 +91,7 @@ def ensure_base(recipe: Recipe, variant: str) -> str:
         raise KitError(
             f"base image {base} is missing; make it as root with: kit base --suite {recipe.distro}"
         )
-    print(f"pulling {base} (the {variant} variant builds on it)", flush=True)
+    log.info(f"pulling {base} (the {variant} variant builds on it)")
     p = subprocess.run([engine.docker(), "pull", base], capture_output=True, text=True)
     if p.returncode != 0:
         reason = (p.stderr.strip().splitlines() or ["no reason given"])[-1]
@@ -133,17 +134,17 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
         # Second pass: every step is cached but the label holding the package lists.
         lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
         try:
-            print(lock.check(recipe, variant, lists[APT_LIST], image), flush=True)
+            log.info(lock.check(recipe, variant, lists[APT_LIST], image))
         except KitError as e:
             if opts.locked:
                 raise
-            print(f"warning: {e}", file=sys.stderr, flush=True)
+            log.warning(f"warning: {e}")
         contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
-        print("labelling the image with its package lists", flush=True)
+        log.info("labelling the image with its package lists")
         labelled = untagged_argv(label_argv(argv, contents), iidfile)
         capture(labelled, "docker build (labels)", env=env)
         raw = iidfile.read_text().strip()
-    print(f"writing {tag} in reproducible form (epoch {recipe.epoch})", flush=True)
+    log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
     reproducible.rewrite(raw, tag, recipe.epoch)
     return lists
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from kit.core import inputs, schema, units
+from kit.core import columns, inputs, schema, units
 from kit.core.errors import KitError
 from kit.core.paths import cache_dir, size_of
 from kit.image import convert, marks
@@ -121,24 +121,20 @@ def listing(engine_ids: set[str] | None) -> str:
     first), then the total."""
     found = folders(engine_ids, time.time())
     engine = {True: "yes", False: "gone", None: "?"}
-    width = max([len("IMAGE"), *(len(f.image) for f in found)])
-    head = ("LAST USED", "SIZE", "IN USE", "ENGINE", "DIGEST", "IMAGE")
-    lines = [_row(*head, width) + "PRODUCTS"]
+    rows = [("LAST USED", "SIZE", "IN USE", "ENGINE", "DIGEST", "IMAGE", "PRODUCTS")]
     for f in found:
         made = ", ".join(f"{k} {units.size_text(n)}" for k, n in f.products.items()) or "-"
         used = "yes" if f.in_use else "-"
         size = units.size_text(f.size)
-        cells = (_when(f.last_used), size, used, engine[f.in_engine], f.digest[:19], f.image)
-        lines.append(_row(*cells, width) + made)
+        rows.append(
+            (_when(f.last_used), size, used, engine[f.in_engine], f.digest[:19], f.image, made)
+        )
+    lines = columns.aligned(rows, right={1})
     total = units.size_text(sum(f.size for f in found))
     lines.append(f"{len(found)} image folders, {total}, in {images_dir()}")
     if engine_ids is None:
         lines.append("ENGINE ?: no Docker engine answers, so which images it holds is not known")
     return "\n".join(lines)
-
-
-def _row(when: str, size: str, used: str, engine: str, digest: str, image: str, width: int) -> str:
-    return f"{when:<16}  {size:>9}  {used:<6}  {engine:<6}  {digest:<19}  {image:<{width}}  "
 
 
 def listing_json(engine_ids: set[str] | None) -> str:
@@ -189,32 +185,69 @@ class Rules:
         )
 
 
-def prune(rules: Rules, dry_run: bool, now: float | None = None) -> str:
+@dataclass(frozen=True)
+class Pruned:
+    """What `kit cache prune` did (or with dry_run would do): each folder the rules judged,
+    in order, those of them kept because a running kit uses them, the bytes freed, and
+    what is left."""
+
+    dry_run: bool
+    judged: list[Folder]
+    kept: list[Folder]
+    freed: int
+    left: list[Folder]
+
+    @property
+    def removed(self) -> list[Folder]:
+        return [f for f in self.judged if f not in self.kept]
+
+    def as_json(self) -> dict:
+        return {
+            "dry_run": self.dry_run,
+            "removed": [f.as_json() for f in self.removed],
+            "kept": [f.as_json() for f in self.kept],
+            "freed_bytes": self.freed,
+            "left_bytes": sum(f.size for f in self.left),
+            "left_folders": len(self.left),
+        }
+
+
+def pruned(rules: Rules, dry_run: bool, now: float | None = None) -> Pruned:
     """Remove whole folders, least recently used first, until the rules hold; one in use
-    is kept (and said). What was removed, or with dry_run would be, and the space freed."""
+    is kept. What was removed, or with dry_run would be, and the space freed."""
     now = time.time() if now is None else now
     left = folders(None, now)
-    verb = "would remove" if dry_run else "removed"
-    lines, freed = [], 0
+    judged, kept, freed = [], [], 0
     for f in list(left):
         if not rules.broken(f, left, now):
             continue
+        judged.append(f)
         if f.in_use or not (dry_run or marks.remove(f.path)):
-            lines.append(f"kept {f.path}: in use by a running kit ({units.size_text(f.size)})")
+            kept.append(f)
             continue
         left.remove(f)
         freed += f.size
-        lines.append(
-            f"{verb} {f.path}: {f.image} {f.digest[:19]}, {units.size_text(f.size)}, "
-            f"last used {_when(f.last_used)}"
-        )
     if not dry_run:
         for gone in marks.leftovers(images_dir()):  # removals cut short (kill, power loss)
             freed += size_of(gone)
             shutil.rmtree(gone, ignore_errors=True)
-    held = units.size_text(sum(f.size for f in left))
+    return Pruned(dry_run, judged, kept, freed, left)
+
+
+def prune(rules: Rules, dry_run: bool, now: float | None = None) -> str:
+    """pruned(), said a line a folder in the order it was judged (kit cache prune)."""
+    p = pruned(rules, dry_run, now)
+    verb = "would remove" if dry_run else "removed"
+    lines = [
+        f"kept {f.path}: in use by a running kit ({units.size_text(f.size)})"
+        if f in p.kept
+        else f"{verb} {f.path}: {f.image} {f.digest[:19]}, {units.size_text(f.size)}, "
+        f"last used {_when(f.last_used)}"
+        for f in p.judged
+    ]
+    held = units.size_text(sum(f.size for f in p.left))
     lines.append(
-        f"{'would free' if dry_run else 'freed'} {units.size_text(freed)}; the cache's images "
-        f"{'would ' if dry_run else ''}hold {held} in {len(left)} folders"
+        f"{'would free' if dry_run else 'freed'} {units.size_text(p.freed)}; the cache's images "
+        f"{'would ' if dry_run else ''}hold {held} in {len(p.left)} folders"
     )
     return "\n".join(lines)

@@ -1,13 +1,14 @@
 """What `kit list` shows: each recipe's facts, and each image's built size when an
 engine answers (a missing or confused engine is a note, never a failure)."""
 
-import sys
-
+from kit.core import columns
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.image import engine, recipes
 
 HEAD = ("IMAGE", "VERSION", "STACK", "MPI", "DISTRO", "VARIANTS", "SIZE")
-WIDTHS = (16, 8, 10, 8, 9, 9, 10)
+
+log = logger(__name__)
 
 
 def rows() -> list[dict]:
@@ -35,7 +36,7 @@ def sizes() -> dict[str, str]:
     try:
         engine.server_version()
     except KitError as e:
-        print(f"kit: note: SIZE not shown: {e}", file=sys.stderr)
+        log.info(f"kit: note: SIZE not shown: {e}")
         return {}
     out = {}
     for r in recipes.load_all().values():
@@ -45,18 +46,12 @@ def sizes() -> dict[str, str]:
 
 
 def table(listed: list[dict], built: dict[str, str]) -> str:
-    """The text table: fixed-width columns, the frameworks last."""
-    lines = [" ".join(f"{h:<{w}}" for h, w in zip(HEAD, WIDTHS, strict=True)) + " FRAMEWORKS"]
+    """The text table (core.columns), the frameworks last."""
+    rows = [(*HEAD, "FRAMEWORKS")]
     for r in listed:
         fw = ", ".join(f"{k} {v}" for k, v in r["frameworks"].items())
-        cells = (
-            r["name"],
-            r["version"],
-            r["stack"],
-            r["mpi"],
-            r["distro"],
-            ",".join(r["variants"]),
-            built.get(r["name"], "-"),
-        )
-        lines.append(" ".join(f"{c:<{w}}" for c, w in zip(cells, WIDTHS, strict=True)) + f" {fw}")
-    return "\n".join(lines)
+        rows.append((
+            r["name"], r["version"], r["stack"], r["mpi"], r["distro"],
+            ",".join(r["variants"]), built.get(r["name"], "-"), fw,
+        ))  # fmt: skip
+    return "\n".join(columns.aligned(rows))

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -20,11 +19,13 @@ from typing import Protocol
 
 from kit.core import inputs, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atomically
 from kit.core.proc import capture, stream, which
 from kit.image import engine, marks, rootfs
 from kit.image.recipes import Recipe
 
+log = logger(__name__)
 APPTAINER_FIX = "install Apptainer (on this kind of machine: ci/provision)"
 FORMATS = {
     "singularity": "singularity",
@@ -35,7 +36,6 @@ FORMATS = {
     "squashfs": "squashfs",
     "docker-archive": "docker-archive",
 }
-
 
 MANIFEST = "manifest.json"  # beside an image's conversions: its digest, contents, timings
 
@@ -106,10 +106,9 @@ def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:
     marks.use(art.dir)
     if not made.is_file():  # removed (kit cache prune) before it was marked
         return None
-    print(
+    log.info(
         f"no Docker engine answers: using {made}, converted earlier from "
-        f"{recipe.tag(variant)} ({art.digest[:19]})",
-        file=sys.stderr,
+        f"{recipe.tag(variant)} ({art.digest[:19]})"
     )
     return art
 
@@ -172,20 +171,27 @@ def convert(recipe: Image, variant: str, formats: list[str]) -> Artifacts:
     needs = [f for f in ("squashfs", "singularity", "docker-archive") if _needed(f, wanted)]
     phases = {}
     with exclusive(art.dir / ".lock", f"the conversions of {tag} ({art.digest[:19]})"):
-        for fmt in needs:
+        for k, fmt in enumerate(needs, 1):
             target, make = art.products[fmt], makers[fmt]
             if target.exists():
-                print(f"{fmt}: {target} (cached for {art.digest[:19]})", file=sys.stderr)
+                log.info(f"{fmt}: {target} (cached for {art.digest[:19]})")
                 continue
             _room(art, fmt, tag)
+            log.info(f"{fmt} ({k}/{len(needs)}): {DOING[fmt]} ...")  # the long part starts
             t0 = time.monotonic()
             make(tag, art)
             phases[fmt] = round(time.monotonic() - t0, 1)
-            print(f"{fmt}: {target} made in {phases[fmt]:.1f} s", file=sys.stderr)
+            log.info(f"{fmt}: {target} made in {phases[fmt]:.1f} s")
         if phases:
             record_made(recipe, variant, art, phases)
     return art
 
+
+DOING = {  # what each phase does, said as it starts: the squashfs takes minutes
+    "squashfs": "docker export of the image, flattened into one compressed squashfs",
+    "singularity": "the squashfs wrapped as a SIF (no second compression)",
+    "docker-archive": "docker save of the image",
+}
 
 # kit's images compress to 0.25-0.32 of their size at zstd:3: a fifth is a floor
 SQUASHFS_SHARE = 5
@@ -234,11 +240,10 @@ def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str
         if held is not None and old.digest not in held:
             freed = size_of(old.dir)
             if marks.remove(old.dir):
-                print(
+                log.info(
                     f"removed {freed / 1e9:.2f} GB in {old.dir}: the conversions of "
                     f"{old.digest[:19]}, an earlier build of {recipe.tag(variant)} that the "
-                    "engine no longer holds",
-                    file=sys.stderr,
+                    "engine no longer holds"
                 )
             continue
         freed, left = 0, True
@@ -252,10 +257,7 @@ def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str
         if not left:
             marks.remove(old.dir)
         if freed:
-            print(
-                f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}",
-                file=sys.stderr,
-            )
+            log.info(f"removed {freed / 1e9:.2f} GB of the superseded conversions in {old.dir}")
 
 
 def _needed(fmt: str, wanted: list[str]) -> bool:

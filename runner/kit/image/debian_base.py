@@ -2,17 +2,19 @@
 reproducibly (mmdebstrap with SOURCE_DATE_EPOCH, kit.image.reproducible)."""
 
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from kit.core import schema, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.proc import stream, which
 from kit.image import engine, reproducible
 
 MIRROR_FIX = "give the mirror's URL, e.g. http://deb.debian.org/debian"
+
+log = logger(__name__)
 
 
 def base_tag(distro: str) -> str:
@@ -85,7 +87,7 @@ def make(distro: str, mirror: str | None, force: bool) -> str:
         stream(mmdebstrap_argv(mmdebstrap, distro, out, mirror), "mmdebstrap", env=env)
         labels = {"kit.base.distro": distro, "kit.base.made-by": MADE_BY}
         config = {"Cmd": ["/bin/bash"], "Labels": labels}
-        print(f"writing {out} as {tag}", file=sys.stderr)
+        log.info(f"writing {out} as {tag}")
         image = reproducible.from_rootfs(out, tag, EPOCH, config, f"mmdebstrap {distro}")
     print(f"{tag} ({image[:19]}) made in {time.monotonic() - t0:.0f} s")
     return tag

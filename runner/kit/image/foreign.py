@@ -15,7 +15,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from kit.core import benches, inputs
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import (
     cache_dir,
     exclusive,
@@ -53,6 +53,8 @@ MPI_LAUNCHERS = (
     (re.compile(r"^(hydra_pmi_proxy|mpiexec\.hydra)$"), "mpich"),
     (re.compile(r"^(orted|prted|prterun)$"), "openmpi"),
 )
+
+log = logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ def with_benchmarks(image: Foreign, wanted: list[str], plan_only: bool = False) 
                 f"FROM {image.ref}\nCOPY benchmarks {BENCH_DIR}\n"
             )
             capture([engine.docker(), "build", "--quiet", "--tag", tag, ctx], "docker build")
-            print(f"{image.source}: kit's benchmarks added as {tag}", file=sys.stderr)
+            log.info(f"{image.source}: kit's benchmarks added as {tag}")
     digest = image.digest if plan_only else engine.image_id(tag)
     return dataclasses.replace(
         image, ref=tag, digest=digest, benchmarks=tuple(wanted), python=found["python"],

@@ -8,11 +8,12 @@ The LAST_USED stamp's mtime says when a kit last used it (atime is often not kep
 """
 
 import contextlib
-import fcntl
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+
+from kit.core.paths import flock
 
 IN_USE = ".in-use"
 LAST_USED = ".last-used"
@@ -38,7 +39,7 @@ def _shared(folder: Path) -> int:
     while True:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / IN_USE, os.O_RDONLY | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a removal holds it
+        flock(fd, shared=True, wait=True)  # waits only while a removal holds it
         with contextlib.suppress(FileNotFoundError):
             if os.stat(folder / IN_USE).st_ino == os.fstat(fd).st_ino:
                 return fd
@@ -52,12 +53,9 @@ def in_use(folder: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return not flock(fd)
     finally:
         os.close(fd)
-    return False
 
 
 @contextlib.contextmanager
@@ -66,12 +64,7 @@ def unused(folder: Path) -> Iterator[bool]:
     exclusively for the block)."""
     fd = os.open(folder / IN_USE, os.O_RDONLY | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-        else:
-            yield True
+        yield flock(fd)
     finally:
         os.close(fd)
 

@@ -10,14 +10,16 @@ container: it is stopped, and the trial goes on.
 import contextlib
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
+from kit.core.log import logger
 from kit.launch.proctree import Tree, running
 
 MOUNT_DAEMONS = frozenset({"squashfuse", "squashfuse_ll"})
 ORPHAN_GRACE_S = 5.0  # Apptainer's own clean-up waits 1 s for the daemon, then ends it
+
+log = logger(__name__)
 
 
 def _comm(pid: int) -> str:
@@ -48,9 +50,7 @@ class Orphans:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGTERM)
                 self.stopped.add(pid)
-                print(
+                log.info(
                     f"kit: stopped {name} (pid {pid}): the Apptainer that started it exited "
-                    "without stopping it",
-                    file=sys.stderr,
-                    flush=True,
+                    "without stopping it"
                 )

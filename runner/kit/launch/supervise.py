@@ -17,11 +17,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 
+from kit.core.log import logger
 from kit.core.readers import BenchRecord, Reader, read_result
 from kit.launch import mounts, outcomes, proctree, rank_fingerprint, streams
 
@@ -32,6 +32,8 @@ LOOK_S = 0.25  # how often the watch looks at the trial's processes
 STACK_SIGNAL = signal.SIGUSR1
 STACK_WAIT_S = 10.0  # at most: a loaded host may take seconds to schedule a rank's handler
 STACK_QUIET_S = 0.5  # stderr silent this long after the stacks began: they are all there
+
+log = logger(__name__)
 
 
 class Watch(threading.Thread):
@@ -159,12 +161,10 @@ def run(
         except subprocess.TimeoutExpired:
             status, stuck = "timeout", still_running(tree, marker)
             ranks = sorted({d["rank"] for d in stuck if d["rank"] is not None})
-            print(
+            log.info(
                 f"kit: trial {marker} timed out after {timeout:g} s; still running: "
                 + (f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(stuck)} processes")
-                + "; stopping it",
-                file=sys.stderr,
-                flush=True,
+                + "; stopping it"
             )
             ask_for_stacks(stuck, err)
         except KeyboardInterrupt:

@@ -115,7 +115,8 @@ def _launch_cost(a: Analysis) -> list[Section]:
         for k, arm in phased
     ]
     columns = ["image", "bench", "model", "data", "batch", "ranks", "runtime", "n", *names]
-    blocks: list = [Table(columns, rows), "; ".join(f"{p}: {meaning[p]}" for p in names) + "."]
+    said = "; ".join(f"{p}: {meaning[p]}" for p in names) + "."
+    blocks: list = [Table(columns, rows, wide=True), said]
     if a.minutes:
         blocks.append(
             f"Launches per minute: {a.ok / a.minutes:.2f} ({a.ok} ok launches in "

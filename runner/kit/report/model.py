@@ -9,6 +9,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     fold: str = ""  # the HTML page shows it collapsed, under this summary
+    wide: bool = False  # many narrow columns: the HTML page sets it smaller, to fit
 
 
 @dataclass(frozen=True)

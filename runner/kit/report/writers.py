@@ -6,9 +6,9 @@ import dataclasses
 import html
 import io
 import json
-import sys
 from pathlib import Path
 
+from kit.core.log import logger
 from kit.core.paths import write_atomically
 from kit.core.schema import printable
 from kit.report import document, plots, published
@@ -17,6 +17,8 @@ from kit.results import analysis
 from kit.results.findings import Analysis
 
 FORMATS = ("md", "csv", "json", "html")
+
+log = logger(__name__)
 
 
 def _markdown(doc: Document) -> str:
@@ -55,17 +57,22 @@ def _md_cell(text: str) -> str:
     return printable(text).replace("|", "\\|")
 
 
-def _html_table(columns: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+def _html_table(columns: list[str], rows: list[list[str]], wide: bool = False) -> str:
+    """A table; a heading may break after each underscore (process_group), and a wide one
+    (the launch phases': 17 columns) is set smaller, so it fits the page's width instead of
+    needing a sideways scroll."""
+    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    kind = ' class="wide"' if wide else ""
+    return f"<table{kind}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}
+table.wide{font-size:80%}table.wide td,table.wide th{padding:2px 4px}
 figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:center}"""
 
 
@@ -86,7 +93,7 @@ def _html_block(block: Block | plots.Figure) -> str:
         table = _html_table(block.columns, block.rows)
         return f"<details><summary>{html.escape(block.fold)}</summary>{table}</details>"
     if isinstance(block, Table):
-        return _html_table(block.columns, block.rows)
+        return _html_table(block.columns, block.rows, block.wide)
     if isinstance(block, Bullets):
         items = "".join(f"<li>{html.escape(x)}</li>" for x in block.items)
         return f"<ul{' class=' + block.kind if block.kind else ''}>{items}</ul>"
@@ -140,6 +147,6 @@ def write(
     try:
         write_atomically(path, text)
     except OSError as e:
-        print(f"kit: warning: cannot write {path} ({e.strerror}); printing it", file=sys.stderr)
+        log.warning(f"kit: warning: cannot write {path} ({e.strerror}); printing it")
         return None, text
     return path, text

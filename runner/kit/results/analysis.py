@@ -12,12 +12,12 @@ report holds together at the stated confidence.
 """
 
 import statistics
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from kit.core import benches
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.results import fingerprints, pairing, precision, record, scaling, stats, store
 from kit.results.figures import figured, rates
 from kit.results.findings import ALL_PAIRS, OOM_FIELDS, REFERENCE, Analysis, Arm, Group
@@ -25,6 +25,8 @@ from kit.results.record import Key, Trial
 from kit.results.screen import screen
 from kit.results.sweeps import arm_series
 from kit.results.variance import decompose
+
+log = logger(__name__)
 
 
 def _crowded(t: Trial) -> str:
@@ -157,7 +159,7 @@ def analyse(
         records += fresh
         if again:
             note = f"{out_dir / store.FILE}: {again} record(s) identical to ones already read"
-            print(f"kit: warning: {note} (skipped)", file=sys.stderr)
+            log.warning(f"kit: warning: {note} (skipped)")
             skipped.append(note)
     a = summarise(
         records,
@@ -169,7 +171,7 @@ def analyse(
         baseline,
     )
     for note in a.left_out:
-        print(f"kit: warning: {note} (left out of the analysis)", file=sys.stderr)
+        log.warning(f"kit: warning: {note} (left out of the analysis)")
     return a
 
 

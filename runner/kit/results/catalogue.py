@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from kit.core import paths, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.results import record, store
 from kit.results.record import Trial
 
@@ -76,6 +76,8 @@ MIGRATIONS = {
     """,
 }
 SCHEMA = max(MIGRATIONS)
+
+log = logger(__name__)
 
 
 def default_path() -> Path | None:
@@ -349,10 +351,9 @@ def left_out(row: str, why: str) -> None:
     """Name on stderr a catalogue row edited since it was added (SQLite keeps a value of
     any type in any column), which is left out: the one message of kit results ls,
     compare, history and rebuild for it, with the way back (the folders read again)."""
-    print(
+    log.warning(
         f"kit: warning: the catalogue's {row}: {why} (left out; kit results rebuild DIR... "
-        "reads the folders again)",
-        file=sys.stderr,
+        "reads the folders again)"
     )
 
 

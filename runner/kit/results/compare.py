@@ -11,11 +11,10 @@ same way on its per-round log rates. All the intervals of one comparison form a 
 Bonferroni-adjusted, so every verdict holds together at the stated confidence.
 """
 
-import json
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kit.core import benches, columns
@@ -113,8 +112,8 @@ def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
 
 
 def change(a: list[float], b: list[float], conf: float) -> stats.Interval | None:
-    """exp(mean b - mean a) with the union of Welch's t interval (its degrees of freedom
-    rounded down: wider, never narrower) and the Mann-Whitney interval of the
+    """exp(mean b - mean a) with the union of Welch's t interval (at its fractional
+    Welch-Satterthwaite degrees of freedom) and the Mann-Whitney interval of the
     Hodges-Lehmann shift; None with fewer than stats.MIN_ROUNDS values a side."""
     if min(len(a), len(b)) < stats.MIN_ROUNDS:
         return None
@@ -123,7 +122,7 @@ def change(a: list[float], b: list[float], conf: float) -> stats.Interval | None
     half = 0.0
     if va + vb > 0:
         df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-        half = stats.t_quantile(0.5 + conf / 2, max(1, math.floor(df))) * math.sqrt(va + vb)
+        half = stats.t_quantile(0.5 + conf / 2, df) * math.sqrt(va + vb)
     rank = stats.two_sample_shift_ci(b, a, conf)
     low, high = min(d - half, rank.low), max(d + half, rank.high)
     return stats.Interval(math.exp(d), math.exp(low), math.exp(high), conf, conf)
@@ -243,7 +242,3 @@ def text(c: Comparison) -> str:
         f"all hold together at {c.confidence:.0%}"
     )
     return "\n".join(lines) + "\n"
-
-
-def as_json(c: Comparison) -> str:
-    return json.dumps(asdict(c), indent=2, default=str) + "\n"

@@ -7,7 +7,6 @@ hung), and the file is opened O_NONBLOCK, so nothing put there meanwhile blocks 
 """
 
 import contextlib
-import fcntl
 import os
 import socket
 import sys
@@ -17,9 +16,13 @@ from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import KitError
+from kit.core.log import logger
+from kit.core.paths import flock
 from kit.results.store import placed, writable
 
 LOCK_FILE = ".kit-run.lock"  # who is running a campaign in the folder now
+
+log = logger(__name__)
 
 
 @contextlib.contextmanager
@@ -37,14 +40,11 @@ def held(out_dir: Path) -> Iterator[None]:
         raise KitError(f"cannot lock '{path}': {e.strerror}; choose another --out") from None
     try:
         note = _note(fd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _in_use(out_dir, note) from None
+        if not flock(fd):
+            raise _in_use(out_dir, note)
         if note:
-            print(
-                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})",
-                file=sys.stderr,
+            log.info(
+                f"kit: taking over {out_dir} from a kit run that is no longer running ({note})"
             )
         started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         mine = f"pid {os.getpid()} on {socket.gethostname()} since {started}: {_command()}"

@@ -1,7 +1,8 @@
 """JSON Schemas (draft 2020-12) made from the record types, and the check of a JSON value
 against one: the results store reads every trial line and campaign.json through them, and
-docs/schemas/ ships them for other tools (`python -m kit.results.schemas docs/schemas`
-writes them again; a unit test holds the shipped files to these).
+docs/schemas/ ships them for other tools, with the benchmark's record's (bench.json, made
+from benchmarks/kitschema.py's declarations); `python -m kit.results.schemas docs/schemas`
+writes them again; a unit test holds the shipped files to these.
 
 A schema is made from the type hints alone, so a field added to a type is in its schema
 and checked on the next read, with nothing else to update. Only what the records use is
@@ -18,6 +19,7 @@ import types
 import typing
 from pathlib import Path
 
+from kit.core import benches
 from kit.results.record import SCHEMA, CampaignSpec, Trial
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -84,7 +86,9 @@ def generate(cls: type, title: str, closed: bool) -> dict:
 # compares, holds only what kit knows.
 TRIAL = generate(Trial, f"kit trial record ({SCHEMA})", closed=False)
 CAMPAIGN = generate(CampaignSpec, "kit campaign settings (campaign.json)", closed=True)
-SHIPPED = {"trial.json": TRIAL, "campaign.json": CAMPAIGN}  # docs/schemas/'s files
+# docs/schemas/'s files; a trial's result, the benchmark's own record, is declared by
+# benchmarks/kitschema.py, whose validate() checks it inside the images
+SHIPPED = {"trial.json": TRIAL, "campaign.json": CAMPAIGN, "bench.json": benches.RECORD_SCHEMA}
 
 PYTHON = {kind: (t,) for t, kind in JSON_TYPES.items()} | {"number": (int, float)}
 

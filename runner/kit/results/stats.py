@@ -156,9 +156,18 @@ def _exp(iv: Interval) -> Interval:
     return Interval(math.exp(iv.value), math.exp(iv.low), math.exp(iv.high), iv.coverage, iv.wanted)
 
 
-def t_cdf(t: float, df: int) -> float:
-    """P(T <= t) for Student's t with an integer number of degrees of freedom, exact (the
-    finite series of Abramowitz & Stegun 26.7.3-4): no table, no library."""
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom: for a whole number exact (the
+    finite series of Abramowitz & Stegun 26.7.3-4), for a fraction (Welch's) through the
+    regularized incomplete beta function (A&S 26.7.1); no table, no library."""
+    if df != int(df):  # each side from its own argument: 1 - x would lose a small one
+        x, y = df / (df + t * t), t * t / (df + t * t)
+        if y < 0.5:
+            centre = _beta_inc(0.5, df / 2, y) / 2  # P(0 < T < |t|)
+            return 0.5 + centre if t > 0 else 0.5 - centre
+        tail = _beta_inc(df / 2, 0.5, x) / 2  # P(T > |t|)
+        return 1 - tail if t > 0 else tail
+    df = int(df)
     theta = math.atan2(t, math.sqrt(df))
     c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
     if df % 2:  # odd: (2/pi)(theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
@@ -175,11 +184,44 @@ def t_cdf(t: float, df: int) -> float:
     return 0.5 + a / 2
 
 
+def _beta_inc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, by its continued fraction
+    (A&S 26.5.8, evaluated by Lentz's method), on the side of x where it converges fast."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _beta_inc(b, a, 1 - x)
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 10_000):
+        for coefficient in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + coefficient * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + coefficient / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1) < 1e-15:
+            break
+    return front * f / a
+
+
 @cache
-def t_quantile(p: float, df: int) -> float:
-    """The t with P(T <= t) = p, by bisection of t_cdf (to 1e-10)."""
-    low, high = -1e3, 1e3
-    while high - low > 1e-10:
+def t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p, by bisection of t_cdf (to 1e-10, relative past 1), in a
+    bracket widened until it holds t (one degree of freedom at 0.9999 is past 3000)."""
+    high = 1.0
+    while t_cdf(high, df) < p or t_cdf(-high, df) > p:
+        high *= 2
+    low = -high
+    while high - low > 1e-10 * max(1.0, abs(low), abs(high)):
         mid = (low + high) / 2
         low, high = (mid, high) if t_cdf(mid, df) < p else (low, mid)
     return (low + high) / 2

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from kit.core import benches, inputs
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import make_dir, write_atomically
 from kit.results import schemas
 from kit.results.record import CampaignSpec, Trial
@@ -37,6 +38,8 @@ TRIALS_LIMIT = 2 << 30  # 2 GiB: 100,000 trials (checks.MAX_TRIALS) of at most 1
 # (a launch fingerprint's libraries are folded to fit: benchmarks/fingerprint.py)
 SPEC_FILE = "campaign.json"  # the campaign's settings, beside its trials (for --resume)
 LOGS = "logs"  # the whole output of each trial that did not end ok, one file a trial
+
+log = logger(__name__)
 
 
 @dataclass
@@ -194,7 +197,7 @@ def append(out_dir: Path, record: dict) -> dict:
 
 def _unwritten(line: bytes) -> None:
     """A record that could not be filed, on stderr: what was measured is never lost."""
-    print(f"kit: the unwritten record follows: {line.decode().strip()}", file=sys.stderr)
+    log.error(f"kit: the unwritten record follows: {line.decode().strip()}")
 
 
 def save_log(out_dir: Path, name: str, text: str) -> str:
@@ -212,7 +215,7 @@ def save_log(out_dir: Path, name: str, text: str) -> str:
             return str(path.relative_to(out_dir))
         except OSError as e:
             why = e.strerror
-    print(f"kit: warning: cannot keep the output in {path}: {why}", file=sys.stderr)
+    log.warning(f"kit: warning: cannot keep the output in {path}: {why}")
     return ""
 
 
@@ -277,7 +280,7 @@ def load(out_dir: Path) -> Loaded:
     """The records of DIR/trials.jsonl; each unusable line is named on stderr and skipped."""
     loaded = read(out_dir / FILE)
     for problem in loaded.problems:
-        print(f"kit: warning: {problem} (skipped)", file=sys.stderr)
+        log.warning(f"kit: warning: {problem} (skipped)")
     return loaded
 
 

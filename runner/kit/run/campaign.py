@@ -3,22 +3,24 @@
 
 import dataclasses
 import shutil
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 from kit.core import units
 from kit.core.errors import KitError, RunFailed
+from kit.core.log import logger
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
 from kit.results import catalogue, store
 from kit.results.record import Trial
 from kit.run import progress, trial
-from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
+from kit.run.plan import Design, Options, auto_min_time, seconds_left, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import user_env
+
+log = logger(__name__)
 
 
 def unsuccessful(records: list[Trial]) -> list[str]:
@@ -45,10 +47,9 @@ def register(out_dir: Path) -> None:
     try:
         catalogue.add(path, [out_dir])
     except Exception as e:  # any failure at all: the campaign itself has ended as it did
-        print(
+        log.warning(
             f"kit: warning: campaign not registered in the catalogue {path}: {e}; "
-            f"kit results add {out_dir} registers it later",
-            file=sys.stderr,
+            f"kit results add {out_dir} registers it later"
         )
 
 
@@ -170,7 +171,7 @@ def execute(
             f"±{design.target.precision:.1%} or {units.minutes(design.target.budget_s)} are "
             f"spent (at least {fixed} rounds; {len(done)} trials already done)"
         )
-    print(f"campaign {campaign}: {plan_text} -> {out_dir / store.FILE}", file=sys.stderr)
+    log.info(f"campaign {campaign}: {plan_text} -> {out_dir / store.FILE}")
     t_start, ran, r, own_s, length = time.monotonic(), 0, 0, 0.0, ""
     before_s = sum(t.wall_s or 0.0 for t in records)  # a resumed campaign's earlier trials
     # (a wall time that was no JSON number is filed as null: it counts as none)
@@ -182,12 +183,13 @@ def execute(
 
     try:  # registered however it ends: finished, stopped, interrupted or failed
         while (why := stop_reason(design, records, r, spent())) is None:
+            left = seconds_left(design, records, r, spent())
             if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
-                print(f"campaign {campaign}: {short}", file=sys.stderr)
+                log.info(f"campaign {campaign}: {short}")
             if r == design.warmups and context.opts.auto_min_time:
                 opts, length = auto_min_time(context.opts, [t for t in records if t.warmup])
                 context = dataclasses.replace(context, opts=opts)
-                print(f"campaign {campaign}: {length}", file=sys.stderr)
+                log.info(f"campaign {campaign}: {length}")
             for k, p in enumerate(design.round(r)):
                 i = r * per_round + k
                 if i in done:
@@ -198,7 +200,7 @@ def execute(
                 records.append(filed)
                 own_s += time.monotonic() - t_trial - (filed.wall_s or 0.0)
                 ran += 1
-                progress.say(ran, total, filed, time.monotonic() - t_start, r)
+                progress.say(ran, total, filed, time.monotonic() - t_start, r, left)
                 if filed.status == "interrupted":
                     raise KeyboardInterrupt
             r += 1
@@ -207,12 +209,11 @@ def execute(
             register(out_dir)
     summary = (why or f"{fixed} rounds done") + (f"; {length}" if length else "")
     if ran:
-        print(
+        log.info(
             f"campaign {campaign}: kit's own time per trial {1000 * own_s / ran:.0f} ms "
-            "(set-up, clean-up and recording, beyond the launched command's wall time)",
-            file=sys.stderr,
+            "(set-up, clean-up and recording, beyond the launched command's wall time)"
         )
-    print(f"campaign {campaign}: {summary}", file=sys.stderr)
+    log.info(f"campaign {campaign}: {summary}")
     if failed := unsuccessful(records):
         raise RunFailed(
             f"no trial of {'; '.join(failed)} succeeded; the records and their output are "

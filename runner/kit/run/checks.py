@@ -71,6 +71,7 @@ class RunRequest:
     variant: str
     out: Path | None
     dry_run: bool
+    json: bool
     resume: bool
 
     @classmethod

@@ -341,6 +341,13 @@ OPTIONS: tuple[Option, ...] = (
         default=False,
     ),
     _option(
+        "--json",
+        "with --dry-run: print the plan as JSON (docs/schemas/output/run.json)",
+        group=RESULTS,
+        action="store_true",
+        default=False,
+    ),
+    _option(
         "--resume",
         "continue the campaign in --out (same options): run only trials not yet finished",
         scope=PRESET,

@@ -15,14 +15,16 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.launch import proctree, supervise
 from kit.runtimes import RUNTIMES
 
 CONTAINER_ENGINES = ("docker", "podman")  # runtimes whose trials run in a named container
+
+log = logger(__name__)
 
 
 def _trial(campaign: str) -> re.Pattern[str]:
@@ -98,11 +100,10 @@ def end(campaign: str, grace_s: float = supervise.GRACE_S) -> None:
             f"{'; '.join(pids + kept)}; end them, then resume again"
         )
     if found or removed:
-        print(
+        log.info(
             f"kit: campaign {campaign}: stopped {_count(len(found), 'process', 'processes')} "
             f"and removed {_count(removed, 'container', 'containers')} left running by its "
-            "killed run",
-            file=sys.stderr,
+            "killed run"
         )
 
 

@@ -9,10 +9,10 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from kit.core import benches, units
+from kit.core import benches, columns, units
 from kit.core.command import Command
 from kit.launch import slurm
-from kit.results import analysis, stats
+from kit.results import analysis, precision, stats
 from kit.results.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
 from kit.results.record import Trial
 
@@ -213,6 +213,26 @@ def stop_reason(
     return None
 
 
+def seconds_left(
+    design: Design, records: list[Trial], rounds_done: int, spent_s: float
+) -> float | None:
+    """A precision-targeted campaign's time left, from what it measured: the rounds its
+    widest comparison needs at the spread so far (precision.rounds_for), at the rate its
+    rounds ran, never past its budget; None for a fixed design or before its first rounds
+    (warm-up and stats.MIN_ROUNDS measured) give a spread."""
+    t = design.target
+    measured = rounds_done - design.warmups
+    if t is None or measured < stats.MIN_ROUNDS:
+        return None
+    budget_left = max(0.0, t.budget_s - spent_s)
+    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    paired = [arm for _, arm in _compared(a) if arm.rounds and not arm.too_few]
+    if not paired:
+        return budget_left
+    needs = max(precision.rounds_for(arm.ratio, arm.rounds, t.precision) for arm in paired)
+    return min(budget_left, max(0, needs - measured) * spent_s / rounds_done)
+
+
 def comparisons(design: Design) -> int:
     """How many comparisons a report of this design holds together (its family)."""
     arms = len(design.runtimes)
@@ -268,11 +288,14 @@ def _what(c: Config) -> str:
 def describe(design: Design, opts: Options) -> str:
     """The dry run's plan: every trial of the fixed rounds, then what the campaign decides
     as it goes (the trial length, the baseline's launches, more rounds to a target)."""
-    lines = [
-        f"{i:4d} {t.runtime:<12} {_what(t.config)} np={t.config.ranks}"
-        + (" warm-up" if t.warmup else "")
-        for i, t in enumerate(design.trials())
-    ]
+    lines = columns.aligned(
+        [
+            (str(i), t.runtime, _what(t.config), f"np={t.config.ranks}")
+            + (("warm-up",) if t.warmup else ())
+            for i, t in enumerate(design.trials())
+        ],
+        right={0},
+    )
     if cmd := opts.command:
         lines.append(
             f"{cmd.name}: {' '.join(cmd.argv)} in the image"
@@ -294,3 +317,27 @@ def describe(design: Design, opts: Options) -> str:
             "are spent"
         )
     return "\n".join(lines)
+
+
+def as_data(design: Design, opts: Options) -> dict:
+    """The dry run's plan as kit run --dry-run --json prints it: the same trials and rules
+    as describe's lines (docs/schemas/output/run.json)."""
+    cmd, t = opts.command, design.target
+    trials = [
+        dataclasses.asdict(p.config) | {"index": i, "runtime": p.runtime, "round": p.repeat,
+                                        "warmup": p.warmup}
+        for i, p in enumerate(design.trials())
+    ]  # fmt: skip
+    return {
+        "trials": trials,
+        "command": None if cmd is None else {
+            "name": cmd.name, "argv": list(cmd.argv), "native_argv": list(cmd.native_argv),
+            "metric": cmd.pattern, "reduce": cmd.reduce,
+        },
+        "min_time_auto": opts.auto_min_time,
+        "baseline_launches": design.baseline_launches,
+        "target": None if t is None else {
+            "precision": t.precision, "budget_s": t.budget_s, "confidence": t.confidence,
+            "baseline": t.baseline,
+        },
+    }  # fmt: skip

@@ -2,14 +2,16 @@
 leg a campaign of its own in OUT/LEG (its request built from the preset, run as any
 campaign is), then the preset's report, the folder held throughout."""
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.results import lock, store
 from kit.run import options, presets, request, start
 from kit.run.checks import RunRequest, given
+
+log = logger(__name__)
 
 
 def run(q: RunRequest, report: Callable[[Path], None]) -> None:
@@ -77,5 +79,5 @@ def _legs(q: RunRequest, p: presets.Preset, out: Path) -> None:
             raise KitError(f"preset {p.name}, leg {leg.name}: {e}") from None
     for i, (leg, w, r, c) in enumerate(zip(todo, wheres, asked, checked, strict=True), 1):
         args = " ".join(presets.argv(p, leg, out, q.full, where=w, **how))
-        print(f"==> {p.name} {i}/{len(todo)}: kit {args}", file=sys.stderr, flush=True)
+        log.info(f"==> {p.name} {i}/{len(todo)}: kit {args}")
         start.run(r, c)

@@ -1,10 +1,11 @@
 """The line each finished trial prints: a bar and ETA for a fixed design, else the round,
 the trial's figure on its benchmark's metric, and how long it took."""
 
-import sys
-
-from kit.core import benches
+from kit.core import benches, units
+from kit.core.log import logger
 from kit.results.record import Trial
+
+log = logger(__name__)
 
 
 def figure(t: Trial) -> str:
@@ -20,7 +21,12 @@ def figure(t: Trial) -> str:
     return f"{r[m.key]:.1f} {m.unit}"
 
 
-def say(done: int, total: int | None, t: Trial, elapsed: float, r: int) -> None:
+def say(
+    done: int, total: int | None, t: Trial, elapsed: float, r: int, left: float | None = None
+) -> None:
+    """A finished trial's line: a fixed design's bar and ETA; else its round, its time so
+    far and, for a precision campaign once it can tell (left, plan.seconds_left), the
+    end's estimate."""
     tag = " (warm-up)" if t.warmup else ""
     what = (
         t.bench
@@ -34,8 +40,8 @@ def say(done: int, total: int | None, t: Trial, elapsed: float, r: int) -> None:
         tail = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s"
     else:
         head, tail = f"round {r} trial {done}", f"; {elapsed // 60:.0f} min {elapsed % 60:02.0f} s"
-    print(
-        f"{head} {t.runtime:<12} np={t.ranks} {what}: {figure(t)}{tag} in {t.wall_s:.1f} s{tail}",
-        file=sys.stderr,
-        flush=True,
+        if left is not None:
+            tail += f", about {units.minutes(left)} left at the spread so far"
+    log.info(
+        f"{head} {t.runtime:<12} np={t.ranks} {what}: {figure(t)}{tag} in {t.wall_s:.1f} s{tail}"
     )

@@ -4,11 +4,14 @@ sbatch scripts written (--emit), or its trials run in its results folder, held."
 import signal
 import sys
 
-from kit.core import paths
+from kit.core import jsonout, paths
 from kit.core.errors import RunFailed
+from kit.core.log import logger
 from kit.results import lock, store
 from kit.run import campaign, orphans, plan, request, sbatch
 from kit.run.checks import Campaign, RunRequest
+
+log = logger(__name__)
 
 
 def run(q: RunRequest, checked: Campaign) -> None:
@@ -24,14 +27,14 @@ def run(q: RunRequest, checked: Campaign) -> None:
             lock.check_out(out)
             store.check_campaign(out, c.spec, q.resume)
         campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
-        print(plan.describe(c.design, c.opts))
+        if q.json:
+            sys.stdout.write(jsonout.dumps(plan.as_data(c.design, c.opts)))
+        else:
+            print(plan.describe(c.design, c.opts))
         return
     if q.emit:
         scripts = sbatch.emit(c.recipe, c.variant, c.runtimes, c.design.trials(), q.emit, c.opts)
-        print(
-            f"wrote {len(scripts)} sbatch scripts to {q.emit}; submit each with sbatch",
-            file=sys.stderr,
-        )
+        log.info(f"wrote {len(scripts)} sbatch scripts to {q.emit}; submit each with sbatch")
         for path in scripts:
             print(path)
         return

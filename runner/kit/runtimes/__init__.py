@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 import re
 
+from kit.core import columns
 from kit.core.errors import KitError
 from kit.runtimes.base import Job, Prepared, Runtime
 
@@ -33,12 +34,11 @@ ALIASES = {alias: name for name, cls in RUNTIMES.items() for alias in cls.aliase
 
 def described() -> str:
     """The runtimes, one per line, for --help."""
-    width = max(map(len, RUNTIMES)) + 2
-    return "\n".join(
-        f"  {name:<{width}}{cls.summary}"
-        + (f" (also: {', '.join(cls.aliases)})" if cls.aliases else "")
+    rows = [
+        (name, cls.summary + (f" (also: {', '.join(cls.aliases)})" if cls.aliases else ""))
         for name, cls in RUNTIMES.items()
-    )
+    ]
+    return "\n".join(columns.aligned(rows, indent="  "))
 
 
 def products() -> str:

@@ -9,11 +9,11 @@ a cuda campaign stops before its first trial with one line.
 import contextlib
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import exclusive, write_atomically
 from kit.core.proc import stream
 
@@ -24,6 +24,8 @@ QUERY = (
 )
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))  # where CDI consumers look for specs
 CDI_GPUS = "nvidia.com/gpu"  # the CDI kind NVIDIA's toolkit writes
+
+log = logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def with_host_driver(squashfs: Path, driver: str) -> Path:
         stamp = image_dir.with_name(f".{image_dir.name}.done")
         if not stamp.is_file():
             shutil.rmtree(image_dir, ignore_errors=True)
-            print(f"charliecloud: injecting driver {driver} into {image_dir}", file=sys.stderr)
+            log.info(f"charliecloud: injecting driver {driver} into {image_dir}")
             stream(unpacked_argv(squashfs, image_dir), "unsquashfs (GPU image)")
             stream(injected_argv(image_dir), "ch-fromhost --nvidia")
             write_atomically(stamp, driver + "\n")  # never a stamp without its driver

@@ -13,12 +13,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import cache_dir, exclusive, write_atomically
 from kit.core.proc import stream
 from kit.image import engine
@@ -29,6 +29,8 @@ from kit.image.wheels import HOST_PYTHON
 
 BUILD = 4  # how the venv is made; part of its fingerprint, so a change rebuilds it
 STAMP = ".kit-pins"  # in the venv, once made: its fingerprint and its compiled packages' origin
+
+log = logger(__name__)
 
 
 def host_versions(names: list[str]) -> dict[str, str | None]:
@@ -116,7 +118,7 @@ def compile_into(recipe: Recipe, python: Path, env: dict[str, str], tag: str) ->
     with tempfile.TemporaryDirectory(prefix="kit-wheels-") as tmp:
         image = image_wheels(tag, Path(tmp))
         if image:
-            print(f"native: {tag}'s own wheels ({image[:19]})", file=sys.stderr, flush=True)
+            log.info(f"native: {tag}'s own wheels ({image[:19]})")
             wheels = sorted(str(w) for w in Path(tmp).glob("*.whl"))
             pip = ["--no-cache-dir", "--no-deps", "--no-index", *wheels]
             stream([str(python), "-m", "pip", "install", *pip], "pip install (image wheels)")

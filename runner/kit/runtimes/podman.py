@@ -10,11 +10,11 @@ each host runs its own Podman, the host launcher starts one container per rank i
 
 import dataclasses
 import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.proc import capture
 from kit.image import convert
 from kit.image.recipes import Recipe
@@ -24,6 +24,8 @@ from kit.runtimes.gpu import Access
 
 if TYPE_CHECKING:
     from kit.image.foreign import Foreign
+
+log = logger(__name__)
 
 
 class Podman(Runtime):
@@ -81,13 +83,13 @@ class Podman(Runtime):
         if held != art.digest.split(":")[-1]:
             t0 = time.monotonic()
             capture([self.tool, "load", "--quiet", "--input", str(art.tar)], "podman load")
-            print(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+            log.info(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s")
             # without --force: an image still tagged otherwise, or in use, stays
             if (
                 held
                 and subprocess.run([self.tool, "rmi", held], capture_output=True).returncode == 0
             ):
-                print(f"podman: removed the earlier {ref} ({held[:12]})", file=sys.stderr)
+                log.info(f"podman: removed the earlier {ref} ({held[:12]})")
         return ref
 
     def command(self, prep: Prepared, job: Job) -> list[str]:

@@ -65,3 +65,52 @@ def test_a_folder_is_made_with_its_parents_or_only_checked(tmp_path):
     assert not (tmp_path / "a").exists()
     make_dir(tmp_path / "a" / "b", "--out")
     assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_one_flock_idiom_shared_exclusive_waiting_or_not(tmp_path):
+    """kit takes every flock through paths.flock: no other module calls fcntl.flock."""
+    import re
+    from pathlib import Path
+
+    from kit.core import paths
+
+    runner = Path(paths.__file__).parents[1]
+    calling = [
+        p.relative_to(runner).as_posix()
+        for p in runner.rglob("*.py")
+        if re.search(r"fcntl\.flock\(", p.read_text())
+    ]
+    assert calling == ["core/paths.py"]
+    f = tmp_path / "lock"
+    f.touch()
+    a, b = (os.open(f, os.O_RDONLY) for _ in range(2))
+    try:
+        assert paths.flock(a, shared=True) and paths.flock(b, shared=True)  # readers share
+        assert not paths.flock(b)  # a writer is refused while a reader holds it
+        os.close(a)
+        assert paths.flock(b, wait=True)  # ... and takes it once the reader is gone
+    finally:
+        os.close(b)
+
+
+def test_kit_formats_its_plain_text_tables_through_core_columns():
+    """No module pads cells by hand (f"{cell:<{width}}"): core.columns.aligned sets every
+    table kit prints (doctor's, kit list's, kit cache ls's, the runtimes in --help)."""
+    import re
+    from pathlib import Path
+
+    from kit.core import columns, paths
+
+    runner = Path(paths.__file__).parents[1]
+    padding = re.compile(r":[<>]\{?\d*\w*\}?\}")
+    by_hand = [
+        p.relative_to(runner).as_posix()
+        for p in runner.rglob("*.py")
+        if padding.search(p.read_text())
+    ]
+    assert by_hand == ["run/progress.py"]  # a line as each trial ends: no table to align
+    assert columns.aligned([("a", "bb", "c"), ("ccc", "d"), ("e", "f", "g")], right={1}) == [
+        "a    bb  c",
+        "ccc  d",
+        "e     f  g",
+    ]

@@ -257,3 +257,26 @@ def test_earlier_builds_the_engine_no_longer_holds_go_whole_unless_in_use(
         f"removed 0.02 GB in {folders / 'aa'}: the conversions of sha256:aa, an earlier build "
         "of kit/pytorch-mpich:1.3.0-cpu that the engine no longer holds",
     ]
+
+
+def test_conversion_says_each_phase_as_it_starts_and_ends(tmp_path, monkeypatch, capsys):
+    """kit convert said nothing until a product was made (the squashfs takes minutes)."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    art = convert.Artifacts("sha256:0123", tmp_path / "a")
+    monkeypatch.setattr(convert, "artifacts", lambda recipe, variant: art)
+    monkeypatch.setattr(convert, "_room", lambda art, fmt, tag: None)
+    monkeypatch.setattr(convert, "record_made", lambda *a: None)
+
+    def made(fmt: str):
+        def make(tag: str, art: convert.Artifacts) -> None:
+            assert capsys.readouterr().err.endswith(f"{convert.DOING[fmt]} ...\n")
+            art.products[fmt].write_bytes(b"x")
+
+        return make
+
+    for fmt in ("squashfs", "singularity"):
+        monkeypatch.setattr(convert, {"squashfs": "_squashfs", "singularity": "_sif"}[fmt],
+                            made(fmt))  # fmt: skip
+    convert.convert(recipes.load("pytorch-mpich"), "cpu", ["singularity"])
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith(f"singularity: {art.sif} made in")

@@ -230,3 +230,21 @@ def test_a_verdict_lists_each_kind_with_its_paths_and_the_config_fields():
     assert verify.config_differences({"created": 1, "config": {"Env": [1]}}, {"created": 1}) == [
         "config.Env"
     ]
+
+
+def test_kit_verify_exits_1_with_the_differences_as_json(kit_root, tmp_path, monkeypatch, capsys):
+    from kit import cli
+    from kit.image import convert
+
+    differs = verify.Verdict("kit/x", "sha256:aa", "REF", "sha256:bb", {"mode": ["etc/x"]}, [])
+    monkeypatch.setattr(verify, "compare", lambda image, other: differs)
+    monkeypatch.setattr(
+        convert, "artifacts", lambda r, v: convert.Artifacts("sha256:aa", tmp_path / "aa")
+    )
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify", "mini-openmpi", "--against", "REF", "--json"])
+    assert e.value.code == 1
+    said = json.loads(capsys.readouterr().out)
+    assert said["reproduced"] is False and said["differences"] == {"mode": ["etc/x"]}
+    kept = json.loads((tmp_path / "aa" / "manifest.json").read_text())["verified"]
+    assert (kept["against"], kept["reproduced"], kept["digest"]) == ("REF", False, "sha256:bb")

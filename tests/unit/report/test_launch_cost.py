@@ -82,3 +82,36 @@ def test_campaign_minutes_sum_each_campaigns_own_span():
     ]  # fmt: skip
     assert record.campaign_minutes(typed(recs)) == 1.5
     assert record.campaign_minutes(typed([at("a", 0, None)])) is None
+
+
+# The page's width and how a browser sets a table at its narrowest: each column as wide as
+# its longest word (a heading breaks where <wbr> allows, a cell after a hyphen), at about
+# 0.6 em a character of sans-serif, with its padding and border.
+PAGE_PX, EM_PX, CHAR_EM = 1100, 16, 0.6
+
+
+def narrowest_px(table: str) -> float:
+    import re
+
+    font = 0.8 if 'class="wide"' in table else 0.9
+    pad = 2 * (4 if font == 0.8 else 6) + 1
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table)]
+    words = [[w for part in h.split("<wbr>") for w in part.split()] for h in heads]
+    for cells in rows[1:]:
+        for i, c in enumerate(cells):
+            words[i] += [w for x in c.split() for w in re.split(r"(?<=-)", x)]
+    longest = [max(len(w) for w in ws) for ws in words]
+    return sum(n * CHAR_EM * EM_PX * font + pad for n in longest)
+
+
+def test_the_launch_phase_table_fits_the_html_page():
+    """Every phase, the longest runtime name and image: no sideways scroll at 1100 px."""
+    recs = [
+        launch(arm, i, 0.1, 2.0, 7.0, image="horovod-openmpi", model="inception3")
+        for i, arm in enumerate(["native", "singularity-bind"] * 3)
+    ]
+    page = writers.render(analysis.summarise(recs, "x"), "html")
+    table = page.split("Launch cost by phase (median s)</h2>")[1].split("</table>")[0]
+    assert table.count("<th>") == 17  # every phase, exit and fixed
+    assert narrowest_px(table) <= PAGE_PX

@@ -164,3 +164,37 @@ def test_a_budget_too_short_for_an_interval_is_said_with_the_budget_that_would()
     roomy = plan.Design(arms, [CONFIG], 6, 1, 0, plan.Target(0.02, 600))
     assert plan.short_budget(roomy, 40, 1) == ""
     assert plan.short_budget(plan.Design(arms, [CONFIG], 6, 1, 0), 40, 1) == ""
+
+
+def test_the_end_is_estimated_from_the_spread_and_the_rate_of_the_rounds_so_far():
+    """Time left: the rounds the widest comparison needs at this spread, at the rate the
+    rounds ran, never past the budget; nothing before the first rounds give a spread."""
+    d = design(plan.Target(0.01, 36_000), repeats=3, warmups=1)
+    noisy = rounds_of(random.Random(1), 7, 0.05)
+    assert plan.seconds_left(design(), noisy, 7, 70.0) is None  # a fixed design: a bar
+    assert plan.seconds_left(d, noisy[:6], 3, 30.0) is None  # two measured rounds
+    left = plan.seconds_left(d, noisy, 7, 70.0)  # 10 s a round
+    assert left > 0 and left % 10 == 0  # whole rounds at the measured rate
+    quiet = plan.seconds_left(d, rounds_of(random.Random(1), 7, 0.01), 7, 70.0)
+    assert quiet < left  # a smaller spread needs fewer rounds
+    assert plan.seconds_left(d, noisy, 7, 140.0) == 2 * left  # twice as long a round
+    assert plan.seconds_left(dataclasses_replace(d, 0.5), noisy, 7, 70.0) == 0  # reached
+    short = design(plan.Target(0.01, 100), repeats=3, warmups=1)
+    assert plan.seconds_left(short, noisy, 7, 70.0) == 30  # the budget's end comes first
+
+
+def dataclasses_replace(d: plan.Design, precision: float) -> plan.Design:
+    return plan.Design(d.runtimes, d.configs, d.repeats, d.warmups, d.seed,
+                       plan.Target(precision, d.target.budget_s))  # fmt: skip
+
+
+def test_a_precision_campaigns_line_says_its_end(capsys):
+    from kit.run import progress
+
+    (t,) = rounds_of(random.Random(0), 1, 0.01)[:1]
+    progress.say(5, None, t, 75.0, 2, 600.0)
+    assert capsys.readouterr().err.endswith(
+        "; 1 min 15 s, about 10 min left at the spread so far\n"
+    )
+    progress.say(5, None, t, 75.0, 2)
+    assert capsys.readouterr().err.endswith("; 1 min 15 s\n")

@@ -126,9 +126,8 @@ def test_doctor_shows_the_gpus_and_what_each_runtime_lacks(tmp_path, monkeypatch
     assert doctor.gpus(["singularity", "docker"]) == [
         "GPU 0: NVIDIA H100 80GB HBM3, driver 550.54.15, compute capability 9.0",
         "GPU 1: NVIDIA H100 80GB HBM3, driver 550.54.15, compute capability 9.0",
-        "GPUS VIA     OPTION                        STATUS",
-        "singularity  --nv                          OK",
-        "docker       --gpus=all                    MISSING nvidia-container-runtime-hook "
-        "(not on PATH)",
+        "GPUS VIA     OPTION      STATUS",
+        "singularity  --nv        OK",
+        "docker       --gpus=all  MISSING nvidia-container-runtime-hook (not on PATH)",
         "             needs: the NVIDIA Container Toolkit, whose hook dockerd runs for --gpus",
     ]

@@ -1,0 +1,179 @@
+"""One exit-code table for every command (kit.core.errors): each command driven to each
+code it can give, in this process; the table is the one `kit --help` and
+docs/commands.md print."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit import cli, doctor
+from kit.core import errors, proc
+from kit.core.errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNDECIDED,
+    EXIT_USAGE,
+)
+from tests.unit.records import campaign_folder
+
+REPO = Path(__file__).resolve().parents[2]
+
+# each command's least arguments: what it needs to get past its parser
+LEAST = {
+    "list": [],
+    "render": ["--check"],
+    "base": [],
+    "build": ["pytorch-mpich"],
+    "lock": ["pytorch-mpich"],
+    "verify": ["pytorch-mpich"],
+    "convert": ["pytorch-mpich", "--to", "singularity"],
+    "pull": ["pytorch-mpich", "--ref", "docker://x/y:z"],
+    "import": ["Dockerfile", "--name", "x"],
+    "run": ["pytorch-mpich", "--dry-run"],
+    "report": ["DIR"],
+    "presets": [],
+    "doctor": [],
+    "cache": ["ls"],
+    "results": ["ls"],
+    "compare": ["A", "B"],
+    "check": ["DIR", "--max-overhead", "docker=5%"],
+    "history": ["pytorch-mpich", "--runtime", "docker"],
+    "export": ["DIR"],
+    "completion": ["bash"],
+}
+
+
+def commands() -> dict:
+    return cli.commands(cli.parser())
+
+
+def test_the_constants_are_the_table():
+    assert (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNDECIDED, EXIT_INTERRUPTED) == (
+        0, 1, 2, 3, 130,
+    )  # fmt: skip
+    assert list(EXIT_CODES) == [0, 1, 2, 3, 130]
+    assert errors.KitError.status == EXIT_USAGE
+    assert errors.Failed.status == errors.RunFailed.status == EXIT_FAILED
+
+
+def test_the_table_is_in_help_and_in_the_docs():
+    said = subprocess.run(
+        [sys.executable, "-m", "kit.cli", "--help"], capture_output=True, text=True
+    ).stdout
+    page = (REPO / "docs/commands.md").read_text()
+    for code, meaning in EXIT_CODES.items():
+        assert re.search(rf"^ +{code}  {re.escape(meaning)}$", said, re.M), code
+        assert f"| {code} | {meaning} |" in page, code
+
+
+def test_every_command_is_driven_here():
+    assert set(commands()) == set(LEAST)
+
+
+@pytest.mark.parametrize("name", sorted(LEAST))
+def test_every_command_exits_2_on_a_usage_mistake(name, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main([name, *LEAST[name], "--no-such-option"])
+    assert e.value.code == EXIT_USAGE
+    assert capsys.readouterr().err.startswith("kit: error: unrecognized arguments")
+
+
+@pytest.mark.parametrize("name", sorted(LEAST))
+def test_every_command_exits_130_when_interrupted(name, monkeypatch, capsys):
+    func = commands()[name].get_default("func")
+
+    def interrupted(_args) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys.modules[func.__module__], func.__name__, interrupted)
+    assert cli.main([name, *LEAST[name]]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "kit: interrupted\n"
+
+
+def test_a_tool_that_fails_exits_1_one_that_is_missing_exits_2(tmp_path):
+    """A failed docker build or debootstrap ran and failed: 1, not the usage mistake's 2."""
+    with pytest.raises(errors.Failed) as failed:
+        proc.stream(["false"], "debootstrap")
+    assert failed.value.status == EXIT_FAILED
+    with pytest.raises(errors.Failed) as failed:
+        proc.capture(["sh", "-c", "echo broken >&2; exit 4"], "docker build")
+    assert str(failed.value) == "docker build failed (exit 4): broken"
+    with pytest.raises(errors.KitError) as missing:
+        proc.capture([str(tmp_path / "no-such-tool")], "docker build")
+    assert missing.value.status == EXIT_USAGE and not isinstance(missing.value, errors.Failed)
+
+
+def test_a_failed_build_exits_1(tmp_path, monkeypatch, capsys):
+    """kit base: mmdebstrap found, run, and failing."""
+    tool = tmp_path / "mmdebstrap"
+    tool.write_text("#!/bin/sh\necho 'E: no mirror' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(proc.shutil, "which", lambda cmd: str(tool))
+    monkeypatch.setattr("kit.image.engine.inspect", lambda _ref: None)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    code = cli.main(["base"])
+    assert code == EXIT_FAILED, capsys.readouterr().err
+    assert "mmdebstrap failed (exit 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ok, code", [(True, EXIT_OK), (False, EXIT_FAILED)])
+def test_doctor_exits_by_what_the_runtimes_need(ok, code, monkeypatch, capsys):
+    row = doctor.Check("docker (docker)", ok, "27.5", "apt-get install docker.io")
+    rows = {k: row for k in doctor.needs("docker")}
+    monkeypatch.setattr(doctor, "components", lambda: rows)
+    monkeypatch.setattr(doctor, "tools", lambda: {})
+    if ok:
+        assert cli.main(["doctor", "--runtime", "docker"]) == code
+    else:
+        with pytest.raises(SystemExit) as e:
+            cli.main(["doctor", "--runtime", "docker"])
+        assert e.value.code == code
+    said = capsys.readouterr().out
+    assert said.startswith("COMPONENT") and ("missing for docker" in said) != ok
+
+
+def test_results_commands_exit_0_done_1_beyond_2_a_mistake(tmp_path, capsys):
+    d = campaign_folder(tmp_path / "d", "c1", 16, {"native": 1.0, "docker": 0.9}, seed=7)
+    db = str(tmp_path / "results.db")
+    for argv in (
+        ["report", str(d)],
+        ["export", str(d)],
+        ["results", "add", str(d), "--catalogue", db],
+        ["results", "ls", "--catalogue", db],
+        ["history", "pytorch-mpich", "--runtime", "docker", "--catalogue", db],
+        ["compare", str(d), str(d)],
+        ["check", str(d), "--max-overhead", "docker=20%"],
+        ["presets"],
+    ):
+        assert cli.main(argv) == EXIT_OK, (argv, capsys.readouterr().err)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["check", str(d), "--max-overhead", "docker=2%"])
+    assert e.value.code == EXIT_FAILED
+    for argv in (["report", str(tmp_path / "none")], ["export", str(tmp_path / "none")]):
+        assert cli.main(argv) == EXIT_USAGE
+
+
+def test_docs_commands_md_has_a_row_for_every_command():
+    page = (REPO / "docs/commands.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `kit ")]
+    for name in commands():
+        assert any(f"`kit {name}" in row or f"/ `kit {name}" in row for row in rows), name
+
+
+def test_run_exits_0_for_its_plan_1_when_an_arm_has_no_trial_that_succeeded(
+    monkeypatch, capsys, host_tools
+):
+    assert cli.main(["run", "pytorch-mpich", "--runtime", "native", "--dry-run"]) == EXIT_OK
+    from kit.run import start
+
+    def failed(q, checked) -> None:
+        raise errors.RunFailed("no trial of docker (3 failed) succeeded; the records are kept")
+
+    monkeypatch.setattr(start, "run", failed)
+    assert cli.main(["run", "pytorch-mpich", "--runtime", "native"]) == EXIT_FAILED
+    assert capsys.readouterr().err.endswith("succeeded; the records are kept\n")
