@@ -33,16 +33,19 @@ FORMAT = "kit.lock/1"
 FIX = "run 'kit lock IMAGE' to take what the mirror and the index serve now"
 
 # The image's venv distributions with the local file pip installed each from (empty for
-# the index), run in the image as nobody, with no network.
+# the index; the venv's own pip and setuptools come from the wheels Debian ships for
+# ensurepip, which the apt lock covers), run in the image as nobody, with no network.
 VENV_DISTS = """
-import importlib.metadata as m, json, sys
+import glob, importlib.metadata as m, json, sys
 out = []
 for d in m.distributions(path=[p for p in sys.path if p.startswith("/opt/kit/venv/")]):
     try:
         url = json.loads(d.read_text("direct_url.json") or "{}").get("url", "")
     except ValueError:
         url = ""
-    out.append([d.metadata["Name"], d.version, url])
+    name = d.metadata["Name"]
+    shipped = glob.glob(f"/usr/share/python-wheels/{name}-{d.version}-*.whl")
+    out.append([name, d.version, url or ("ensurepip:" + shipped[0] if shipped else "")])
 print(json.dumps(sorted(out, key=lambda x: x[0].lower())))
 """
 
@@ -120,6 +123,8 @@ def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
         elif key in from_source:
             got = _download([*pip, "--no-binary=:all:"], pin, scratch / key)
             entry |= {"from": "sdist", **got}
+        elif url.startswith("ensurepip:"):
+            entry |= {"from": "ensurepip", "file": url.removeprefix("ensurepip:")}
         elif url:
             raise KitError(f"{r.name}'s venv has {pin} from {url}, which the recipe does not name")
         else:
