@@ -212,6 +212,7 @@ def summarise(
         for arm in arms:
             rt = arm.runtime
             arm.disturbed, arm.evidence, arm.slow = sc.left[rt], sc.evidence[rt], sc.slow[rt]
+            arm.loaded_kept, arm.kept_evidence = sc.loaded_kept[rt], sc.kept_evidence[rt]
         launches = fingerprints.compare(by_rt, ref, key)
         groups.append(Group(key, arms, decompose(sc.kept), fingerprints=launches))
     family = pairing.family(groups, ref, baseline == ALL_PAIRS, allow_mismatch)
