@@ -59,7 +59,7 @@ def _load(rs: list[Trial]) -> dict:
         return {}
     return {
         k: statistics.median(x[k] for x in loads)
-        for k in ("loadavg_1m", "other_cpu_pct", "steal_cpu_pct")
+        for k in ("loadavg_1m", "other_cpu_pct", "helper_cpu_pct", "steal_cpu_pct")
         if all(isinstance(x.get(k), int | float) for x in loads)
     }
 
