@@ -204,9 +204,11 @@ class Tree:
     trial without the marker, in the tree or outside it (an engine, a shim, conmon, a FUSE
     or user-mode network daemon): their CPU is counted apart (window.helper_s), from the
     Tree's making on, over the same stretches, and never as the trial's own nor as outside
-    load. A helper that ended, waited for by a helper still watched, counts once, as for
-    the trial's processes; one that ended otherwise loses what it used since the last look.
-    A shared helper (an engine) counts whole, work for others included.
+    load. A helper's own CPU counts, not its reaped children's: an engine also waits for
+    other users' work (a build's steps under dockerd), which is not this trial's; the
+    runc a shim waits for at a container's start is left to 'other' (a fraction of a
+    second). A helper that ends loses what it used since the last look. A shared helper
+    (an engine) counts whole, its own work for others included.
     """
 
     def __init__(self, root: int, marker: str = "", helpers: Iterable[str] = ()) -> None:
@@ -220,7 +222,7 @@ class Tree:
         # the trial's processes at the last look: total CPU, reaped CPU (ticks), parent
         self.cpu: dict[Key, tuple[int, int, Key | None]] = {}
         self.machine = hostload.cpu()  # at the last look
-        # the runtime's helpers at the last look: total CPU (ticks), parent
+        # the runtime's helpers at the last look: the CPU each used itself (ticks)
         self.helper_cpu = self._helpers(_procs()) if self.helpers else {}
         self.window = hostload.Window()
         self.lock = threading.Lock()  # the watch's looks and kit's own at the end
@@ -266,24 +268,9 @@ class Tree:
         self.marked, self.unmarked = marked, unmarked
         return trial
 
-    def _helpers(self, procs: dict[int, Stat]) -> dict[Key, tuple[int, Key | None]]:
-        """The runtime's helpers among procs: total CPU (ticks) and parent of each."""
-        return {
-            (pid, st.start): (st.cpu + st.reaped, _parent(st, procs))
-            for pid, st in procs.items()
-            if st.name in self.helpers
-        }
-
-    def _helper_ticks(self, now: dict[Key, tuple[int, Key | None]]) -> dict[Key, int]:
-        """Each helper's CPU since the last look (a new one's whole: it started since),
-        less, for a helper that waited for one that ended, what that one held then."""
-        ticks = {
-            key: total - self.helper_cpu.get(key, (0, None))[0] for key, (total, _) in now.items()
-        }
-        for key, (total, parent) in self.helper_cpu.items():
-            if key not in now and parent in now and parent in self.helper_cpu:
-                ticks[parent] -= total
-        return ticks
+    def _helpers(self, procs: dict[int, Stat]) -> dict[Key, int]:
+        """The runtime's helpers among procs: the CPU (ticks) each used itself."""
+        return {(pid, st.start): st.cpu for pid, st in procs.items() if st.name in self.helpers}
 
     def _count(self, trial: dict[Key, Stat], procs: dict[int, Stat], machine: hostload.Cpu) -> None:
         """Add the stretch since the last look to the window, unless one of the trial's
@@ -303,7 +290,8 @@ class Tree:
                 whole = False
         if whole and all(cpu[p][1] - self.cpu[p][1] >= ticks for p, ticks in held.items()):
             own = sum(c[0] for c in cpu.values()) - sum(c[0] for c in self.cpu.values())
-            ticks = self._helper_ticks(helpers)
+            # each helper's CPU since the last look (a new one's whole: it started since)
+            ticks = {key: n - self.helper_cpu.get(key, 0) for key, n in helpers.items()}
             helper = sum(ticks.values())
             own -= sum(n for key, n in ticks.items() if key in cpu)  # a helper in the tree
             tick = hostload.TICK

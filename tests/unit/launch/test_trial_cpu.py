@@ -259,3 +259,25 @@ def test_a_helper_in_the_tree_counts_as_the_helpers_not_the_trials(spawn, tmp_pa
         os.kill(pid, signal.SIGKILL)
     assert len(tree.seen) == 1 and tree.window.helper_s >= 0.5
     assert tree.window.own_s < 0.5
+
+
+def test_what_a_helper_waits_for_is_not_the_helpers(spawn, tmp_path):
+    """An engine waits for other users' work too (a build's steps under dockerd): the
+    CPU of the children a helper reaped is not counted as the runtime's."""
+    named, go, burned = tmp_path / "named", tmp_path / "go", tmp_path / "burned"
+    root = spawn("import time; time.sleep(300)")
+    waits = f"""
+import pathlib, subprocess, sys, time
+open("/proc/self/comm", "w").write({HELPER!r})
+pathlib.Path({str(named)!r}).touch()
+while not pathlib.Path({str(go)!r}).exists():
+    time.sleep(0.02)
+subprocess.run([sys.executable, "-c", {BURN!r}])
+{touch_then_sleep(burned)}"""
+    spawn(waits)
+    wait_for(named)
+    tree = proctree.Tree(root.pid, helpers=(HELPER,))
+    go.touch()
+    wait_for(burned)
+    tree.scan()
+    assert tree.window.helper_s < 0.3  # with its child's it would be 0.6 at least
