@@ -5,7 +5,10 @@ activity beside every trial lets a reader see that, and lets the analysis tell a
 launch slowed by outside load (outside_load) from one slow on its own account.
 Read from /proc (Linux): the whole machine's CPU time (/proc/stat), minus what the
 trial's own processes used, which the trial's process watch (proctree.Tree) counts
-for every runtime, a container's ranks included, over the same instants.
+for every runtime, a container's ranks included, over the same instants, and minus
+what its runtime's helpers used (an engine, a shim, conmon, a FUSE or user-mode network
+daemon: Runtime.helpers), which do the runtime's work for the trial and are its cost,
+never outside load.
 """
 
 import os
@@ -48,20 +51,23 @@ def cpu() -> Cpu:
 @dataclass(frozen=True)
 class Window:
     """CPU seconds over the watched part of a trial (proctree.Tree says which part): its
-    length, the whole machine's busy and steal time, and the trial's own processes'."""
+    length, the whole machine's busy and steal time, the trial's own processes' (its
+    runtime's helpers' apart) and its runtime's helpers'."""
 
     seconds: float = 0.0
     busy_s: float = 0.0
     steal_s: float = 0.0
     own_s: float = 0.0
+    helper_s: float = 0.0
 
-    def plus(self, start: Cpu, end: Cpu, own_s: float) -> "Window":
+    def plus(self, start: Cpu, end: Cpu, own_s: float, helper_s: float = 0.0) -> "Window":
         """This window and one more stretch, from start to end."""
         return Window(
             self.seconds + end.at - start.at,
             self.busy_s + end.busy_s - start.busy_s,
             self.steal_s + end.steal_s - start.steal_s,
             self.own_s + own_s,
+            self.helper_s + helper_s,
         )
 
 
@@ -82,15 +88,19 @@ def _pct(seconds: float, window: Window, digits: int) -> float:
 def during(loadavg_1m: float | None, window: Window | None, ranks_here: bool) -> dict:
     """The host's activity over one trial, in per cent of the machine's CPU time, over
     the window its processes were watched (window_s; shares are None below MIN_WINDOW_S
-    or with no watch, as for a Slurm job). `ranks_here`: the trial's ranks ran on this
-    host. Ranks on other hosts (Slurm, --hosts) are not told apart from this host's
-    load, and this host's load says nothing of theirs: other_cpu_pct is None for them."""
+    or with no watch, as for a Slurm job): every process's (busy), its runtime's helpers'
+    (helper), and the rest's but the trial's own (other). `ranks_here`: the trial's ranks
+    ran on this host. Ranks on other hosts (Slurm, --hosts) are not told apart from this
+    host's load, and this host's load says nothing of theirs: other_cpu_pct is None for
+    them."""
     measured = window is not None and window.seconds >= MIN_WINDOW_S
+    here = measured and ranks_here
     return {
         "loadavg_1m": loadavg_1m,
         "busy_cpu_pct": _pct(window.busy_s, window, 1) if measured else None,
+        "helper_cpu_pct": _pct(window.helper_s, window, 1) if measured else None,
         "other_cpu_pct": (
-            _pct(window.busy_s - window.own_s, window, 1) if measured and ranks_here else None
+            _pct(window.busy_s - window.own_s - window.helper_s, window, 1) if here else None
         ),
         "steal_cpu_pct": _pct(window.steal_s, window, 2) if measured else None,
         "window_s": round(window.seconds, 2) if window else None,

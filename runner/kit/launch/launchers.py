@@ -91,7 +91,7 @@ class Local(Launcher):
         cleanup = lambda: self.cleanup(rt, job)  # noqa: E731
         program = job.program if job.fingerprint else None
         outcome = supervise.run(
-            argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi, program
+            argv, env, timeout, job.name, cleanup, job.read, job.watch_mpi, program, rt.helpers
         )
         return Launched(argv, outcome)
 

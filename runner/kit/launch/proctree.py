@@ -14,6 +14,7 @@ it ever held, with what carries the marker, is what stopping the trial stops.
 import os
 import re
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +68,15 @@ def running(pid: int, start: str | None, proc: str = "/proc") -> bool:
 
 def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _procs() -> dict[int, Stat]:
+    """Every process's stat now."""
+    return {pid: st for pid in _pids() if (st := _read(pid))}
+
+
+def _parent(st: Stat, procs: dict[int, Stat]) -> Key | None:
+    return (st.ppid, procs[st.ppid].start) if st.ppid in procs else None
 
 
 def trial_of(pid: int) -> str | None:
@@ -189,10 +199,21 @@ class Tree:
     by pid, start time and name: an exec that gives a process the marker also renames it
     (runc's init becoming the container's docker-init or catatonit), and is checked again.
     A container process that clears its environment counts in its parent once waited for.
+
+    The runtime's helpers (`helpers`: process names, Runtime.helpers) do its work for the
+    trial without the marker, in the tree or outside it (an engine, a shim, conmon, a FUSE
+    or user-mode network daemon): their CPU is counted apart (window.helper_s), from the
+    Tree's making on, over the same stretches, and never as the trial's own nor as outside
+    load. A helper's own CPU counts, not its reaped children's: an engine also waits for
+    other users' work (a build's steps under dockerd), which is not this trial's; the
+    runc a shim waits for at a container's start is left to 'other' (a fraction of a
+    second). A helper that ends loses what it used since the last look. A shared helper
+    (an engine) counts whole, its own work for others included.
     """
 
-    def __init__(self, root: int, marker: str = "") -> None:
+    def __init__(self, root: int, marker: str = "", helpers: Iterable[str] = ()) -> None:
         self.root, self.marker = root, marker
+        self.helpers = frozenset(helpers)
         self.seen: dict[int, str] = {}  # pid -> start time (guards against pid reuse)
         self.parent: dict[int, tuple[int, str | None]] = {}  # pid -> its parent when first seen
         self.root_start = started(root)
@@ -201,6 +222,8 @@ class Tree:
         # the trial's processes at the last look: total CPU, reaped CPU (ticks), parent
         self.cpu: dict[Key, tuple[int, int, Key | None]] = {}
         self.machine = hostload.cpu()  # at the last look
+        # the runtime's helpers at the last look: the CPU each used itself (ticks)
+        self.helper_cpu = self._helpers(_procs()) if self.helpers else {}
         self.window = hostload.Window()
         self.lock = threading.Lock()  # the watch's looks and kit's own at the end
 
@@ -208,7 +231,7 @@ class Tree:
         """One look at /proc: the tree's new descendants, the marked processes, their CPU."""
         with self.lock:
             machine = hostload.cpu()
-            procs = {pid: st for pid in _pids() if (st := _read(pid))}
+            procs = _procs()
             children: dict[int, list[int]] = {}
             for pid, st in procs.items():
                 if not st.zombie:
@@ -245,13 +268,17 @@ class Tree:
         self.marked, self.unmarked = marked, unmarked
         return trial
 
+    def _helpers(self, procs: dict[int, Stat]) -> dict[Key, int]:
+        """The runtime's helpers among procs: the CPU (ticks) each used itself."""
+        return {(pid, st.start): st.cpu for pid, st in procs.items() if st.name in self.helpers}
+
     def _count(self, trial: dict[Key, Stat], procs: dict[int, Stat], machine: hostload.Cpu) -> None:
         """Add the stretch since the last look to the window, unless one of the trial's
         processes ended in it without its time reaching a watched parent (see the class)."""
         cpu: dict[Key, tuple[int, int, Key | None]] = {}
         for key, st in trial.items():
-            parent = (st.ppid, procs[st.ppid].start) if st.ppid in procs else None
-            cpu[key] = (st.cpu + st.reaped, st.reaped, parent)
+            cpu[key] = (st.cpu + st.reaped, st.reaped, _parent(st, procs))
+        helpers = self._helpers(procs) if self.helpers else {}
         held: dict[Key, int] = {}  # a watched parent -> what its ended children held
         whole = True
         for key, (total, _, parent) in self.cpu.items():
@@ -263,8 +290,13 @@ class Tree:
                 whole = False
         if whole and all(cpu[p][1] - self.cpu[p][1] >= ticks for p, ticks in held.items()):
             own = sum(c[0] for c in cpu.values()) - sum(c[0] for c in self.cpu.values())
-            self.window = self.window.plus(self.machine, machine, own / hostload.TICK)
-        self.cpu, self.machine = cpu, machine
+            # each helper's CPU since the last look (a new one's whole: it started since)
+            ticks = {key: n - self.helper_cpu.get(key, 0) for key, n in helpers.items()}
+            helper = sum(ticks.values())
+            own -= sum(n for key, n in ticks.items() if key in cpu)  # a helper in the tree
+            tick = hostload.TICK
+            self.window = self.window.plus(self.machine, machine, own / tick, helper / tick)
+        self.cpu, self.machine, self.helper_cpu = cpu, machine, helpers
 
     def processes(self) -> list[int]:
         """The trial's processes at the last look: the root, its descendants still running

@@ -120,11 +120,14 @@ def run(
     read: Callable[[], Reader] | None = None,
     watch_mpi: bool = False,
     program: list[str] | None = None,
+    helpers: tuple[str, ...] = (),
 ) -> outcomes.Outcome:
     """Run argv to completion, timeout or Ctrl-C. The result is read from all of its
     standard output as it is printed (read: makes a user's command's reader; by default
     the kit benchmark's record), and only the tail of each stream is kept (streams).
     program: a user's command, whose first rank is fingerprinted once its result is read.
+    helpers: the names of the runtime's helper processes (Runtime.helpers), whose CPU the
+    watch counts as the runtime's.
 
     Each stream is a pipe with a thread of its own reading it (streams.pump), never waited
     on: the end of the launcher, not the end of every inherited descriptor, ends the wait,
@@ -144,7 +147,7 @@ def run(
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     ) as proc:  # its end closes the pipes
-        tree = proctree.Tree(proc.pid, marker=marker)
+        tree = proctree.Tree(proc.pid, marker=marker, helpers=helpers)
         first = rank_fingerprint.FirstFigure(reader, tree, program) if program else None
         out, err = streams.Capture(first or reader), streams.Capture()
         pumps = [

@@ -63,10 +63,16 @@ def _precision(arm: Arm, target: float | None) -> str:
 
 
 def _load(arm: Arm) -> str:
+    """'1.20 / 2%, helpers 6%': the median load average, other processes' share of the
+    CPU, and the runtime's helpers' apart (theirs is the runtime's, not outside load)."""
     if "loadavg_1m" not in arm.load:
         return "n/a"
-    other = arm.load.get("other_cpu_pct")
-    return f"{arm.load['loadavg_1m']:.2f}" + ("" if other is None else f" / {other:.0f}%")
+    other, helper = arm.load.get("other_cpu_pct"), arm.load.get("helper_cpu_pct")
+    return (
+        f"{arm.load['loadavg_1m']:.2f}"
+        + ("" if other is None else f" / {other:.0f}%")
+        + ("" if not helper else f", helpers {helper:.0f}%")
+    )
 
 
 def _row(arm: Arm, a: Analysis, compiled: bool) -> list[str]:

@@ -4,6 +4,7 @@ configuration's table what was left out, what was slow and where the spread lies
 
 import math
 
+from kit.launch import hostload
 from kit.report.model import Block, Bullets
 from kit.report.text import interval, percent, title
 from kit.results import precision, stats
@@ -14,9 +15,9 @@ NOTES = (
     "Ratios to the baseline arm: paired by round (every arm runs in every round, in a "
     "seeded random order; the baseline may run more than once a round, its launches then "
     "averaged), the geometric mean of the per-round ratios with Student's t interval, so "
-    "a cost in some launches only counts in full; a launch far slower than its arm and "
-    "round predict is left out only when its record shows outside load (CPU used outside "
-    "the trial, or steal), is named, and the verdict is one that holds with it and "
+    "a cost in some launches only counts in full; a launch whose record shows outside "
+    "load (CPU used outside the trial and its runtime's helpers, or steal) is left out "
+    "and named, whatever its speed, and the verdict is one that holds with it and "
     "without it (that check: the Hodges-Lehmann centre, exact Wilcoxon interval); a slow "
     "launch without that evidence stays in, as its arm's own cost; unpaired (Mann-Whitney "
     "interval of the shift) only where no round has both arms. The verdicts form one "
@@ -110,29 +111,40 @@ def answers(a: Analysis) -> list[str]:
     return out
 
 
+def _named(runtime: str, indices: list[int], why: list[str]) -> str:
+    """'native #6 (other CPU 44 % of the machine), #9 (...)': an arm's launches, each with
+    what its record showed."""
+    return f"{runtime} " + ", ".join(f"#{i} ({w})" for i, w in zip(indices, why, strict=True))
+
+
 def disturbed(g: Group) -> str:
-    """Which trials the ratios left out and on what evidence, and each ratio with every
-    launch kept, as one sentence (empty when none was left out)."""
-    named = [
-        f"{x.runtime} #{x.disturbed[0]} ({x.evidence[0]})"
-        + "".join(f", #{i} ({why})" for i, why in zip(x.disturbed[1:], x.evidence[1:], strict=True))
-        for x in g.arms
-        if x.disturbed
-    ]
-    if not named:
-        return ""
-    every = [
-        f"{x.runtime} {interval(x.ratio_all, 3)}"
-        for x in [*g.arms, *g.pairs]
-        if x.ratio_all is not None
-    ]
-    return (
-        "Left out of the ratios on evidence of outside load (more than "
-        f"{stats.DISTURBED_SLOWDOWN}x slower than predicted, with the load in their record): "
-        + "; ".join(named)
-        + (". With every launch kept: " + "; ".join(every) if every else "")
-        + ". The verdicts hold both ways."
-    )
+    """Every launch whose record shows outside load: those the ratios left out and on what
+    evidence, with each ratio with every launch kept, and those kept (their arm had no
+    other), as one sentence (empty when no launch showed load)."""
+    named = [_named(x.runtime, x.disturbed, x.evidence) for x in g.arms if x.disturbed]
+    kept = [_named(x.runtime, x.loaded_kept, x.kept_evidence) for x in g.arms if x.loaded_kept]
+    said = []
+    if named:
+        every = [
+            f"{x.runtime} {interval(x.ratio_all, 3)}"
+            for x in [*g.arms, *g.pairs]
+            if x.ratio_all is not None
+        ]
+        said.append(
+            "Left out of the ratios on evidence of outside load (each launch whose record "
+            f"shows other processes using {hostload.OTHER_CPU_EVIDENCE_PCT:g} % of the "
+            f"machine or more, or {hostload.STEAL_EVIDENCE_PCT:g} % steal, however fast it "
+            "ran): "
+            + "; ".join(named)
+            + (". With every launch kept: " + "; ".join(every) if every else "")
+            + ". The verdicts hold both ways."
+        )
+    if kept:
+        said.append(
+            "Kept although their record shows outside load (every launch of their arm "
+            "does, so none could be left out): " + "; ".join(kept) + "."
+        )
+    return " ".join(said)
 
 
 def slow(g: Group) -> str:

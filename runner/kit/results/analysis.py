@@ -61,7 +61,7 @@ def _load(rs: list[Trial]) -> dict:
         return {}
     return {
         k: statistics.median(x[k] for x in loads)
-        for k in ("loadavg_1m", "other_cpu_pct", "steal_cpu_pct")
+        for k in ("loadavg_1m", "other_cpu_pct", "helper_cpu_pct", "steal_cpu_pct")
         if all(isinstance(x.get(k), int | float) for x in loads)
     }
 
@@ -214,6 +214,7 @@ def summarise(
         for arm in arms:
             rt = arm.runtime
             arm.disturbed, arm.evidence, arm.slow = sc.left[rt], sc.evidence[rt], sc.slow[rt]
+            arm.loaded_kept, arm.kept_evidence = sc.loaded_kept[rt], sc.kept_evidence[rt]
         launches = fingerprints.compare(by_rt, ref, key)
         groups.append(Group(key, arms, decompose(sc.kept), fingerprints=launches))
     family = pairing.family(groups, ref, baseline == ALL_PAIRS, allow_mismatch)

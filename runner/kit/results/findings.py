@@ -41,6 +41,9 @@ class Arm:
     against: str = ""  # the arm its ratio is over ("" for the baseline itself)
     disturbed: list[int] = field(default_factory=list)  # trials (index) left out: other load
     evidence: list[str] = field(default_factory=list)  # for each left out, what showed the load
+    loaded_kept: list[int] = field(default_factory=list)  # trials whose record shows outside
+    # load, kept: every launch of the arm showed it (screen)
+    kept_evidence: list[str] = field(default_factory=list)  # for each of those, what showed it
     slow: list[int] = field(default_factory=list)  # trials far slower than their round with no
     # evidence of other load: kept, as this arm's own behaviour
     ratio_all: stats.Interval | None = None  # with every launch, where some were left out

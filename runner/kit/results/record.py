@@ -72,8 +72,9 @@ class Trial:
     slurm: dict | None  # job id, nodes, script
     argv: list[str]
     host: dict = field(metadata=READ)
-    # kit.launch.hostload.during: loadavg_1m, busy/other/steal_cpu_pct (None: not measured),
-    # window_s (how long they were measured over)
+    # kit.launch.hostload.during: loadavg_1m, busy/helper/other/steal_cpu_pct (None: not
+    # measured; helper: the runtime's helpers', absent before kit recorded it), window_s
+    # (how long they were measured over)
     host_load: dict | None
     started: str | None
     # outcome

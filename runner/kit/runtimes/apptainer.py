@@ -33,6 +33,8 @@ class Apptainer(Runtime):
     needs = ("engine", "squashfs", "fuse")
     tool = "apptainer"
     fix = convert.APPTAINER_FIX
+    # the SIF's squashfs and overlay mounts, FUSE daemons once they leave its process
+    helpers = ("squashfuse", "squashfuse_ll", "fuse-overlayfs", "fuse2fs")
     gpu = Access(
         ("--nv",),
         "nvidia-smi and the driver's libraries, which --nv binds (its nvliblist.conf)",

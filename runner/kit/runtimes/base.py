@@ -174,6 +174,11 @@ class Runtime:
     service = ""  # a service its trials need beside the tool ("the Docker engine")
     service_lost: tuple[str, ...] = ()  # what its client says when that service is gone
     gpu = Access()  # how it passes the host's GPUs in (a cuda variant's trials)
+    # the processes that do its work for a trial without being the trial's (an engine, a
+    # shim, conmon, a FUSE or user-mode network daemon), by name as /proc/PID/stat gives it
+    # (15 characters at most): their CPU during a trial is the runtime's own, recorded
+    # apart (host_load's helper_cpu_pct), never outside load (kit.launch.proctree.Tree)
+    helpers: tuple[str, ...] = ()
 
     @classmethod
     def client(cls) -> str:

@@ -40,6 +40,7 @@ class Charliecloud(Runtime):
     needs = ("engine", "squashfs", "fuse")
     tool = "ch-run"
     fix = "install charliecloud (Debian package), and make /dev/fuse usable"
+    helpers = ("squashfuse", "squashfuse_ll")  # an external squashfs mount's FUSE daemon
     settings = (
         "ch-run on the squashfs that Shifter's image gateway would make (squashfuse mount)",
         base.UCX_SHM_NOTE,

@@ -42,6 +42,9 @@ class Docker(Runtime):
     client_env += ("DOCKER_CERT_PATH",)
     service = "the Docker engine"
     service_lost = ("Cannot connect to the Docker daemon", "error during connect")
+    # the engine, its container daemon and the container's shim (containerd-shim-runc-v2,
+    # which also waits for runc), its port proxy
+    helpers = ("dockerd", "containerd", "containerd-shim", "docker-proxy")
     site_options = {  # noqa: RUF012
         "allow_docker": SiteOption(
             schema.Field(bool), False, "only sites whose compute nodes run a Docker engine"

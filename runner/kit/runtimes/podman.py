@@ -41,6 +41,9 @@ class Podman(Runtime):
     pmi_port = True
     client_env = ("CONTAINER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF")
     client_env += ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME")  # rootless store
+    # the container's monitor (which waits for crun or runc), the rootless overlay mount and
+    # user-mode networking with its port forwarder
+    helpers = ("conmon", "fuse-overlayfs", "slirp4netns", "pasta", "pasta.avx2", "rootlessport")
     gpu = Access(
         ("--device=nvidia.com/gpu=all",),
         "a CDI spec of the GPUs (as root: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",

@@ -18,10 +18,22 @@ def test_shares_are_of_the_machine_over_the_watched_window():
     assert load == {
         "loadavg_1m": 0.5,
         "busy_cpu_pct": 75.0,
+        "helper_cpu_pct": 0.0,
         "other_cpu_pct": 12.5,
         "steal_cpu_pct": 1.0,
         "window_s": 4.0,
     }
+
+
+def test_the_runtimes_helpers_cpu_is_its_own_never_outside_load():
+    """A runtime's helper (an engine, conmon, a FUSE daemon) burning a fifth of the machine
+    during the trial: its share is recorded apart, and is no evidence of outside load."""
+    window = Window(seconds=4.0, busy_s=5.0, steal_s=0.0, own_s=3.0, helper_s=1.6)
+    load = during(0.5, window, True)
+    assert (load["helper_cpu_pct"], load["other_cpu_pct"]) == (20.0, 5.0)
+    assert outside_load(load) is None
+    unattributed = during(0.5, Window(seconds=4.0, busy_s=5.0, own_s=3.0), True)
+    assert outside_load(unattributed) == "other CPU 25 % of the machine"
 
 
 def test_every_share_is_capped_to_0_100():
@@ -36,6 +48,7 @@ def test_a_short_or_missing_watch_gives_no_share():
     assert short == {
         "loadavg_1m": 1.0,
         "busy_cpu_pct": None,
+        "helper_cpu_pct": None,
         "other_cpu_pct": None,
         "steal_cpu_pct": None,
         "window_s": 0.99,

@@ -2,6 +2,7 @@
 synchronised by files, never by the clock), and what the host's load record makes of it."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -204,3 +205,79 @@ def test_a_trial_outcome_carries_its_watch():
         [PY, "-c", "pass"], dict(os.environ), 30, f"kit-test-cpu-4-{ME}", lambda: None
     )
     assert isinstance(out.window, hostload.Window)
+
+
+HELPER = f"kithelper{ME % 100000}"  # a name as /proc/PID/stat gives it: 15 characters at most
+
+
+def helper(named: Path, go: Path, burned: Path) -> str:
+    """Code that takes the runtime helper's name, says so, waits for a go, then burns 0.6 s
+    of CPU and says so."""
+    return f"""
+import pathlib, time
+open("/proc/self/comm", "w").write({HELPER!r})
+pathlib.Path({str(named)!r}).touch()
+while not pathlib.Path({str(go)!r}).exists():
+    time.sleep(0.02)
+t0 = time.process_time()
+while time.process_time() - t0 < 0.6:
+    pass
+{touch_then_sleep(burned)}"""
+
+
+def test_a_runtime_helper_outside_the_tree_is_counted_apart(spawn, tmp_path):
+    """A runtime's helper (an engine's shim, conmon, a FUSE daemon) works for the trial
+    outside its tree and without its marker: its CPU from the watch's start is the
+    helper's share, neither the trial's own nor (hostload.during) outside load; a busy
+    neighbour of another name is neither."""
+    named, go, burned, theirs = (tmp_path / n for n in ("named", "go", "burned", "theirs"))
+    root = spawn("import time; time.sleep(300)")
+    spawn(helper(named, go, burned))
+    wait_for(named)
+    tree = proctree.Tree(root.pid, helpers=(HELPER,))
+    go.touch()
+    spawn(BURN + touch_then_sleep(theirs))
+    wait_for(burned)
+    wait_for(theirs)
+    tree.scan()
+    assert 0.5 <= tree.window.helper_s < 1.1  # with the neighbour's it would be 1.1 at least
+    assert tree.window.own_s < 0.5
+
+
+def test_a_helper_in_the_tree_counts_as_the_helpers_not_the_trials(spawn, tmp_path):
+    """Apptainer's squashfuse runs under the trial's launcher: in the tree, it is still
+    the runtime's helper, counted apart from the benchmark's CPU."""
+    named, go, burned = tmp_path / "named", tmp_path / "go", tmp_path / "burned"
+    go.touch()
+    child = helper(named, go, burned)
+    root = spawn(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', "
+                 f"{child!r}])\ntime.sleep(300)\n")  # fmt: skip
+    tree = proctree.Tree(root.pid, helpers=(HELPER,))
+    wait_for(burned)
+    tree.scan()
+    for pid in tree.seen:  # the helper outlives its parent
+        os.kill(pid, signal.SIGKILL)
+    assert len(tree.seen) == 1 and tree.window.helper_s >= 0.5
+    assert tree.window.own_s < 0.5
+
+
+def test_what_a_helper_waits_for_is_not_the_helpers(spawn, tmp_path):
+    """An engine waits for other users' work too (a build's steps under dockerd): the
+    CPU of the children a helper reaped is not counted as the runtime's."""
+    named, go, burned = tmp_path / "named", tmp_path / "go", tmp_path / "burned"
+    root = spawn("import time; time.sleep(300)")
+    waits = f"""
+import pathlib, subprocess, sys, time
+open("/proc/self/comm", "w").write({HELPER!r})
+pathlib.Path({str(named)!r}).touch()
+while not pathlib.Path({str(go)!r}).exists():
+    time.sleep(0.02)
+subprocess.run([sys.executable, "-c", {BURN!r}])
+{touch_then_sleep(burned)}"""
+    spawn(waits)
+    wait_for(named)
+    tree = proctree.Tree(root.pid, helpers=(HELPER,))
+    go.touch()
+    wait_for(burned)
+    tree.scan()
+    assert tree.window.helper_s < 0.3  # with its child's it would be 0.6 at least

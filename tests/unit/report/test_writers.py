@@ -659,3 +659,16 @@ def test_a_campaign_in_progress_leaves_out_a_commands_figure_of_0():
         "trial 2 of campaign c0 (native): metric 'rate' read 0: a figure must be finite and above 0"
     ]
     assert {arm.runtime: arm.n for arm in a.groups[0].arms} == {"native": 1, "docker": 2}
+
+
+def test_the_host_load_column_gives_the_runtimes_helpers_apart():
+    """'1.00 / 2%, helpers 20%': the runtime's helpers' CPU beside, not in, the other
+    processes' share; an arm without helpers, or records older than the share, show none."""
+    busy = {"loadavg_1m": 1.0, "other_cpu_pct": 2.0, "helper_cpu_pct": 20.0}
+    quiet = {"loadavg_1m": 1.0, "other_cpu_pct": 2.0, "helper_cpu_pct": 0.0}
+    older = {"loadavg_1m": 1.0, "other_cpu_pct": 2.0}
+    loads = [arms._load(Arm("a", 3, None, [], None, None, 0, "", "", [], load=x))
+             for x in (busy, quiet, older)]  # fmt: skip
+    assert loads == ["1.00 / 2%, helpers 20%", "1.00 / 2%", "1.00 / 2%"]
+    trials = typed([record("podman", 10.0, index=i, host_load=busy) for i in range(3)])
+    assert analysis.summarise(trials, "", 0.95).groups[0].arms[0].load == busy

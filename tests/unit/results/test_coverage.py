@@ -160,21 +160,22 @@ def simulate(
     repeats: int,
     target: plan.Target | None = None,
     launches: int | None = None,
+    launcher: type[Simulated] = Simulated,
 ) -> list[Trial]:
     """One campaign through campaign.execute (the trials' host records scripted with
     the launches: another job's load shows in the records of the launches it slowed, as
     kit records it for every runtime); its records. scenario: a name in SCENARIOS, or
     (noise, chance a round is hit by load); launches: the baseline's a round (default
-    kit's)."""
+    kit's); launcher: a Simulated that scripts the host records otherwise."""
     noise, hit = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
     arms = list(truth)
-    launcher = Simulated(noise, hit, truth, seed)
+    sim = launcher(noise, hit, truth, seed)
     launches = launches or plan.baseline_launches(arms)
     design = plan.Design(arms, [CONFIG], repeats, 0, seed, target, launches)
-    launcher.per_round = design.per_round
+    sim.per_round = design.per_round
     folder.mkdir()
     with contextlib.redirect_stderr(io.StringIO()), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(trial.hostload, "during", launcher.host_load)
+        mp.setattr(trial.hostload, "during", sim.host_load)
         campaign.execute(
             recipes.load("pytorch-mpich"),
             "cpu",
@@ -184,7 +185,7 @@ def simulate(
             plan.Options(steps=3, mpirun="mpirun-fake"),
             "sim",
             set(),
-            launcher,
+            sim,
         )
     return store.load(folder).records
 

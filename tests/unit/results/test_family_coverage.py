@@ -4,7 +4,10 @@ records, the analysis) of native and four containers (four comparisons, Bonferro
 for all four), at the demo's 10 and 20 rounds, where one container is slower in 30 % of
 its launches (a cold page cache, a slow start), one is five times noisier, launches are
 skewed, the noise is real (resampled from the shipped campaigns), or another job loads
-the machine and the trials record it.
+the machine and the trials record it. Both ways: another job's load recorded on one arm's
+slow launches only (the arm costs nothing: truth 1; with native alone too), and a runtime
+whose own helper burns a fifth of the machine in some of its launches and slows them (its
+cost: the records carry the helper's CPU as the runtime's, through hostload.during).
 
 The truth of a comparison is the geometric mean of its arm's throughput over native's:
 an intermittent cost counts at its full share. Family-wise coverage is the share of
@@ -15,11 +18,13 @@ code for docs/statistics.md's table (pytest -s prints its rows).
 import math
 import os
 import random
+import shutil
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.launch import hostload
 from kit.results import analysis, compare, stats
 from kit.results.record import Trial
 from kit.run import plan
@@ -31,31 +36,58 @@ RUNS = int(os.environ.get("KIT_SIM_RUNS", "60"))
 ARMS = ["native", "docker", "podman", "singularity", "charliecloud"]
 CONFIG = plan.Config("torch-cnn", "resnet50", 4, 1)
 LAUNCH_SD = 0.04
+DURING = hostload.during  # the real one: the campaign's trials see the scripted one
 
 
 @dataclass(frozen=True)
 class Scenario:
     """Each launch's log figure: the arm's noise, its intermittent slowness (chance, factor)
     on the arm that has it, and rounds another job loads (chance), with that load in the
-    loaded launches' records."""
+    loaded launches' records. What the slow launches' records carry (recorded): nothing
+    (the arm's own cost), "load" (another job's CPU, 20-36 % of the machine: not the arm's
+    cost, truth 1) or "helper" (its runtime's helper, 20 %: its cost). arms: the campaign's
+    (native first)."""
 
     noise: Callable[[random.Random, str], float]
     slow_arm: str = ""
     slow_chance: float = 0.0
     slow_factor: float = 1.0
     load_chance: float = 0.0
+    recorded: str = ""
+    arms: tuple[str, ...] = tuple(ARMS)
 
     def truth(self, arm: str) -> float:
         """The geometric mean of the arm's throughput over native's."""
-        if arm != self.slow_arm:
+        if arm != self.slow_arm or self.recorded == "load":
             return 1.0
         return math.exp(-self.slow_chance * math.log(self.slow_factor))
 
-    def launch(self, rng: random.Random, arm: str, hit: bool) -> float:
-        """One launch's log figure before drift and load (test_coverage.Simulated adds
-        them)."""
-        slow = arm == self.slow_arm and rng.random() < self.slow_chance
-        return self.noise(rng, arm) - (math.log(self.slow_factor) if slow else 0.0)
+
+class Launcher(coverage.Simulated):
+    """Launches a scenario scripts, each with the host record kit would make of it
+    (hostload.during over a scripted window): the benchmark's CPU half the machine, 1 %
+    other CPU, and on a slow launch what the scenario records of it."""
+
+    def __init__(self, scenario: Scenario, hit_chance: float, truth: dict, seed: int):
+        super().__init__(self.draw, hit_chance, truth, seed)
+        self.scenario, self.slow = scenario, False
+
+    def draw(self, rng: random.Random, arm: str, hit: bool) -> float:
+        """One launch's log figure before drift and load (Simulated adds them)."""
+        s = self.scenario
+        self.slow = arm == s.slow_arm and rng.random() < s.slow_chance
+        return s.noise(rng, arm) - (math.log(s.slow_factor) if self.slow else 0.0)
+
+    def host_load(self, *_args, **_kw) -> dict:
+        other, helper = (40.0 if self.loaded else 1.0), 0.0
+        if self.slow and self.scenario.recorded == "load":
+            other = max(other, self.rng.uniform(20, 36))
+        elif self.slow and self.scenario.recorded == "helper":
+            helper = 20.0
+        machine = 10.0 * (os.cpu_count() or 1)  # CPU seconds of a 10 s trial
+        own, helper_s = machine * 0.5, machine * helper / 100
+        busy = own + helper_s + machine * other / 100
+        return DURING(2.0, hostload.Window(10.0, busy, 0.0, own, helper_s), True)
 
 
 def normal(sd: float = LAUNCH_SD) -> Callable[[random.Random, str], float]:
@@ -76,19 +108,32 @@ SCENARIOS = {
     "skewed (slow tail)": Scenario(lambda rng, arm: 0.04 - rng.expovariate(25)),
     "outside load, recorded": Scenario(normal(), load_chance=0.15),
 }
+BOTH_WAYS = {  # (scenario, arms)
+    (f"load recorded on docker's {f}x slower launches (30 %)", len(arms)): Scenario(
+        normal(), "docker", 0.3, f, recorded="load", arms=arms
+    )
+    for f in (1.35, 1.5, 2.0)
+    for arms in (("native", "docker"), tuple(ARMS))
+} | {
+    ("docker's helper at 20 % of the machine, 1.5x slower (30 %)", len(arms)): Scenario(
+        normal(), "docker", 0.3, 1.5, recorded="helper", arms=arms
+    )
+    for arms in (("native", "docker"), tuple(ARMS))
+}
 
 
 def simulate(folder: Path, scenario: Scenario, seed: int, rounds: int) -> list[Trial]:
     """One campaign of `rounds` rounds (native once a round, as the demo) through
     campaign.execute; its records."""
-    noise = (scenario.launch, scenario.load_chance)
-    return coverage.simulate(folder, noise, dict.fromkeys(ARMS, 1.0), seed, rounds, None, 1)
+    truth = dict.fromkeys(scenario.arms, 1.0)
+    hit = scenario.load_chance
+    return coverage.simulate(folder, (scenario, hit), truth, seed, rounds, None, 1, Launcher)
 
 
 def family_coverage(
     records: list[Trial], scenario: Scenario, rounds: int
 ) -> tuple[bool, dict[str, str]]:
-    """Whether all four intervals over the first `rounds` rounds hold their truths, and
+    """Whether all the intervals over the first `rounds` rounds hold their truths, and
     each comparison's verdict."""
     a = analysis.summarise([t for t in records if t.repeat < rounds], "", 0.95)
     arms = {x.runtime: x for x in a.groups[0].arms[1:]}
@@ -96,14 +141,16 @@ def family_coverage(
     return held, {rt: x.verdict for rt, x in arms.items()}
 
 
-def table(runs: int, root: Path) -> Iterator[tuple[str, int, float, float]]:
-    """(scenario, rounds, family-wise coverage, share of campaigns calling docker slower)."""
-    for name, scenario in SCENARIOS.items():
+def table(runs: int, root: Path, scenarios: dict) -> Iterator[tuple[object, int, float, float]]:
+    """(scenario's name, rounds, family-wise coverage, share of campaigns calling docker
+    slower)."""
+    for name, scenario in scenarios.items():
         held: dict[int, list[bool]] = {10: [], 20: []}
         slower: dict[int, list[bool]] = {10: [], 20: []}
         for k in range(runs):
-            folder = root / f"{len(os.listdir(root))}"
+            folder = root / "campaign"
             records = simulate(folder, scenario, 7919 * k + 17, 20)
+            shutil.rmtree(folder)  # thousands of campaigns in memory otherwise
             for n in held:
                 ok, verdicts = family_coverage(records, scenario, n)
                 held[n].append(ok)
@@ -116,10 +163,24 @@ def test_verdicts_hold_together_where_one_runtime_is_to_blame(folders):  # noqa:
     """At RUNS campaigns a scenario, each family-wise coverage is at least 0.93 less the
     simulation's error (2.5 of its standard errors); the report's larger run
     (docs/statistics.md, 2,000 a cell) holds the 0.93 itself."""
-    for name, n, held, slower in table(RUNS, folders):
+    for name, n, held, slower in table(RUNS, folders, SCENARIOS):
         print(f"| {name} | {n} | {held:.3f} | {slower:.3f} |")
         slack = 2.5 * math.sqrt(0.93 * 0.07 / RUNS)
         assert held >= 0.93 - slack, f"{name}, {n} rounds: family-wise {held:.3f}"
+
+
+def test_verdicts_hold_both_ways_whoever_is_to_blame(folders):  # noqa: F811
+    """Another job's load recorded on one arm's slow launches only (the arm costs nothing),
+    and a runtime whose helper's work slows some of its launches (its cost), with two arms
+    and with five: each family-wise coverage at least 0.93 less the simulation's error,
+    and docker called "slower" where it costs nothing in at most 5 % of campaigns (give or
+    take that error); docs/statistics.md's table holds both at 2,000 campaigns a cell."""
+    for (name, arms), n, held, slower in table(RUNS, folders, BOTH_WAYS):
+        print(f"| {name} | {arms} | {n} | {held:.3f} | {slower:.3f} |")
+        slack = 2.5 * math.sqrt(0.93 * 0.07 / RUNS)
+        assert held >= 0.93 - slack, f"{name}, {arms} arms, {n} rounds: {held:.3f}"
+        if BOTH_WAYS[name, arms].recorded == "load":
+            assert slower <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / RUNS), (name, arms, n)
 
 
 def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders):  # noqa: F811

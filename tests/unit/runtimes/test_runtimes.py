@@ -218,3 +218,17 @@ def test_podman_loads_a_rebuilt_image_and_removes_the_one_it_replaced(tmp_path, 
     monkeypatch.setenv("HELD", "b" * 64)
     podman._load("localhost/kit/x:1", art)
     assert calls.read_text().splitlines() == ["image inspect --format {{.Id}} localhost/kit/x:1"]
+
+
+def test_each_runtime_names_its_helpers_as_proc_gives_their_names():
+    """A helper is found by the name /proc/PID/stat gives (15 characters at most, no
+    path): a longer or path-like name would never match, and the helper's CPU would read
+    as outside load. The runtimes that run through an engine or a FUSE mount declare
+    theirs."""
+    for name, cls in runtimes.RUNTIMES.items():
+        assert all(0 < len(h) <= 15 and "/" not in h for h in cls.helpers), name
+    assert "containerd-shim" in runtimes.get("docker").helpers
+    assert {"conmon", "fuse-overlayfs", "slirp4netns"} <= set(runtimes.get("podman").helpers)
+    for rt in ("singularity", "charliecloud"):
+        assert "squashfuse_ll" in runtimes.get(rt).helpers
+    assert runtimes.get("native").helpers == ()
