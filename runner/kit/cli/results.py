@@ -99,8 +99,8 @@ def cmd_check(a: argparse.Namespace) -> None:
     sys.stdout.write(gate.text(checked, kind))
     for line in gate.warnings(checked):
         print(f"kit: warning: {line}", file=sys.stderr)
-    if gate.failed(checked):
-        raise SystemExit(1)
+    if code := gate.exit_code(checked):
+        raise SystemExit(code)
 
 
 def cmd_history(a: argparse.Namespace) -> None:
@@ -238,8 +238,9 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "check",
         help="a regression gate: exit 1 only when an interval lies wholly beyond the bound",
-        description="Exit 1 when an interval lies wholly beyond its bound, 0 when within; "
-        "when it straddles the bound: 'cannot tell', a warning, and exit 0.",
+        description="Exit 0 when every interval lies within its bound, 1 when one lies "
+        "wholly beyond it, 2 on a mistake in what was asked, 3 when one cannot tell (it "
+        "straddles the bound, or too few rounds): never a pass.",
     )
     s.add_argument("dir", type=Path, metavar="DIR", help="the campaign checked (kit run --out)")
     s.add_argument(
