@@ -16,11 +16,13 @@ catalogue (another program's, or a damaged one) is never written: one line says 
 """
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +30,8 @@ from pathlib import Path
 
 from kit.core import paths, settings
 from kit.core.errors import KitError
-from kit.results import record, store
+from kit.core.schema import printable
+from kit.results import lock, record, store
 from kit.results.record import Trial
 
 APP_ID = 0x6B697463  # "kitc" in the file's header: a kit catalogue, not any SQLite file
@@ -132,6 +135,13 @@ def _said(path: Path) -> Iterator[None]:
             raise KitError(
                 f"the catalogue {path} is read-only here; ask its owner to add"
             ) from None
+        if "full" in text:
+            raise KitError(
+                f"the disk under the catalogue {path} is full (nothing was added); make room "
+                "there, then kit results add the folders again"
+            ) from None
+        if text.startswith(("no such table", "no such column")):
+            raise _not_ours(path, text) from None
         raise KitError(f"cannot use the catalogue {path}: {text}; check the path") from None
     except sqlite3.DatabaseError as e:
         raise _not_ours(path, str(e)) from None
@@ -211,7 +221,8 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # a full disk has SQLite roll it back itself: a second
+            db.execute("ROLLBACK")  # ROLLBACK's error hid that cause
         raise
     db.execute("COMMIT")
 
@@ -265,10 +276,64 @@ class Added:
 
 
 def add(path: Path, given: list[Path]) -> list[Added]:
-    """Register the campaigns of the given folders, in one transaction."""
-    todo = folders(given)
+    """Register the campaigns of the given folders, in one transaction, holding the
+    catalogue's lock (a rebuild's, meanwhile, would have dropped what was added)."""
+    todo = finished(folders(given))
+    with exclusive(path):
+        return _add(path, todo)
+
+
+def _add(path: Path, todo: list[Path]) -> list[Added]:
     with opened(path, write=True) as db, transaction(db):
         return [_add_folder(db, d) for d in todo]
+
+
+def finished(todo: list[Path]) -> list[Path]:
+    """The folders, or a KitError naming the first a kit run still writes (its lock held
+    by another process): a snapshot of some of its trials would be filed as the campaign."""
+    for d in todo:
+        if who := lock.writer(d, others=True):
+            raise KitError(
+                f"'{d}' is still being written by a kit run ({who}); it registers itself "
+                "when it ends, or kit results add it then"
+            )
+    return todo
+
+
+LOCK_WAIT_S = BUSY_S  # how long add or rebuild waits for another's hold on the catalogue
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """The catalogue to this process alone, add or rebuild, for as long as it takes: a
+    flock on a file beside it (SQLite's own locks end with a transaction, and a rebuild
+    spans several: it reads the old file, makes a new one and puts it in place)."""
+    paths.make_dir(path.parent, "--catalogue's folder")
+    beside = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(beside, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as e:
+        raise KitError(
+            f"cannot lock the catalogue {path} ({beside}: {e.strerror}); give --catalogue "
+            "a file in a folder you may write"
+        ) from None
+    try:
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if waited >= LOCK_WAIT_S:
+                    raise KitError(
+                        f"the catalogue {path} stayed locked by another kit for "
+                        f"{LOCK_WAIT_S:.0f} s; try again"
+                    ) from None
+                time.sleep(0.1)
+                waited += 0.1
+        yield
+    finally:
+        os.close(fd)
 
 
 def _preset_of(folder: Path) -> str:
@@ -291,6 +356,8 @@ def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
     for cid, rs in by_id.items():
         settings = spec if spec.get("campaign") == cid else {}
         key = _hash({"campaign": cid, "settings": settings})
+        if not settings and (known := _known(db, cid)):  # its trials copied without its
+            key = known  # campaign.json: the campaign already filed, not a second, empty one
         db.execute(
             "INSERT INTO campaigns (key, campaign, folder, image, preset, settings, started,"
             " hosts, arms, trials, ok, added) VALUES (?, ?, ?, ?, ?, ?, '', '', '', 0, 0, ?)"
@@ -312,6 +379,14 @@ def _add_folder(db: sqlite3.Connection, folder: Path) -> Added:
         new += db.total_changes - before
         _summarise(db, row)
     return Added(folder, len(by_id), new, problems)
+
+
+def _known(db: sqlite3.Connection, cid: str) -> str | None:
+    """The key of the campaign cid first filed (None: none is)."""
+    row = db.execute(
+        "SELECT key FROM campaigns WHERE campaign = ? ORDER BY id LIMIT 1", (cid,)
+    ).fetchone()
+    return row[0] if row else None
 
 
 def _summarise(db: sqlite3.Connection, row: int) -> None:
@@ -357,9 +432,24 @@ def left_out(row: str, why: str) -> None:
 
 
 def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
-    """A new catalogue from the given folders (none: those the catalogue at path names),
-    made beside it and put in its place; the file that was there is kept, renamed (with
-    its journal, which SQLite would otherwise play back into the new file)."""
+    """A new catalogue from the given folders (none: those the catalogue at path names;
+    a campaign whose folder cannot be read again is kept as it was stored, and named),
+    made beside it and put in its place, the catalogue's lock held throughout; the file
+    that was there is kept, renamed (with its journal, which SQLite would otherwise play
+    back into the new file). Refused, as add is, where this user may not write it."""
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise KitError(f"the catalogue {path} is read-only here; ask its owner to rebuild it")
+    if not os.access(path.parent, os.W_OK | os.X_OK) and path.parent.is_dir():
+        raise KitError(
+            f"cannot write in {path.parent}, where rebuild makes the new catalogue beside "
+            "the old; give --catalogue a file in a folder you may write"
+        )
+    with exclusive(path):
+        return _rebuild(path, given)
+
+
+def _rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
+    kept: list[int] = []  # campaigns (rows of the old file) whose folder is gone
     if not given:
         try:
             with opened(path) as db:
@@ -369,13 +459,18 @@ def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
         for row, folder in named:
             if not isinstance(folder, str):  # a row edited to hold a blob: no folder's name
                 left_out(f"campaign {row}", "its folder is not text")
+            elif not store.has_trials(Path(folder)):
+                kept.append(row)
         texts = dict.fromkeys(Path(f) for _, f in named if isinstance(f, str))
         given = [d for d in texts if store.has_trials(d)]
+    todo = finished(folders(given))
     made = path.with_name(f".{path.name}.{os.getpid()}.rebuild")
     for leftover in (made, made.with_name(made.name + "-journal")):
         leftover.unlink(missing_ok=True)
     try:
-        added = add(made, given)
+        added = _add(made, todo)
+        if kept:
+            _keep(path, made, kept)
         old = None
         if path.exists():
             old = path.with_name(f"{path.name}.old-{datetime.now(UTC):%Y%m%d-%H%M%S}")
@@ -387,3 +482,40 @@ def rebuild(path: Path, given: list[Path]) -> tuple[list[Added], Path | None]:
     finally:
         made.unlink(missing_ok=True)
     return added, old
+
+
+def _keep(path: Path, made: Path, rows: list[int]) -> None:
+    """Copy the old catalogue's campaigns (rows) whose folders are gone into the new one,
+    as they were stored, each named on stderr: a rebuild never drops a campaign unseen."""
+    with opened(made, write=True) as db:
+        db.execute("ATTACH DATABASE ? AS old", (f"{path.absolute().as_uri()}?mode=ro",))
+        with transaction(db):
+            _copy(db, rows)
+
+
+def _copy(db: sqlite3.Connection, rows: list[int]) -> None:
+    """The old catalogue's rows (attached as old) and their trials, into this one."""
+    for row in rows:
+        campaign, folder, n = db.execute(
+            "SELECT campaign, folder, trials FROM old.campaigns WHERE id = ?", (row,)
+        ).fetchone()
+        db.execute(
+            "INSERT OR IGNORE INTO campaigns (key, campaign, folder, image, preset,"
+            " settings, started, hosts, arms, trials, ok, added) SELECT key, campaign,"
+            " folder, image, preset, settings, started, hosts, arms, trials, ok, added"
+            " FROM old.campaigns WHERE id = ?",
+            (row,),
+        )
+        db.execute(
+            "INSERT OR IGNORE INTO trials (key, campaign_id, runtime, runtime_version, host,"
+            " started, ok, record) SELECT t.key, c.id, t.runtime, t.runtime_version, t.host,"
+            " t.started, t.ok, t.record FROM old.trials t JOIN old.campaigns o"
+            " ON o.id = t.campaign_id JOIN campaigns c ON c.key = o.key WHERE o.id = ?",
+            (row,),
+        )
+        print(
+            f"kit: warning: campaign {printable(str(campaign))}'s folder "
+            f"{printable(str(folder))} cannot be read again; its {n} trial(s) are kept "
+            "as the catalogue held them",
+            file=sys.stderr,
+        )
