@@ -390,3 +390,63 @@ def test_a_negative_bound_is_named_not_taken_for_an_option(tmp_path, capsys):
     d = campaign_folder(tmp_path / "d", "c1", 3, ARMS, seed=7)
     code, _, err = kit(capsys, "check", str(d), "--against", str(d), "--max-change", "-5%")
     assert code == 2 and err.startswith("kit: error: --max-change '-5%' must be a percentage")
+
+
+def test_export_replaces_a_link_in_its_folder_never_writes_through_it(tmp_path, capsys):
+    """kit export G2 --out G2ml2, G2ml2/trial-00000-docker.log a link to another file:
+    kit wrote through the link and replaced that file's contents."""
+    d = campaign_folder(tmp_path / "d", "c1", 1, ARMS, seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    (out / "trial-00001-docker.log").symlink_to(victim)
+    code, _, err = kit(capsys, "export", str(d), "--out", str(out))
+    assert (code, err) == (0, "") and victim.read_text() == "mine\n"
+    link = out / "trial-00001-docker.log"
+    assert not link.is_symlink() and link.read_text().startswith(":::MLLOG")
+
+
+def test_a_records_text_is_one_line_escaped_in_every_format_surrogates_too(tmp_path, capsys):
+    """A runtime_version "docker 1\\r\\nFAKE LINE" added a line to the report's Runtimes
+    section; a --unit '<script>' landed raw in its Markdown heading; a record holding the
+    valid JSON escape "vm\\udcff\\ud800" ended kit report, --format html and kit results
+    add in a UnicodeEncodeError traceback."""
+    d = _as_command(campaign_folder(tmp_path / "d", "c1", 3, ARMS, seed=1), ["./a"],
+                    unit="samples/s | x | <script>")  # fmt: skip
+    lines = (d / store.FILE).read_text().splitlines()
+    version, host = '"runtime_version": "', '"hostname": "'
+    fake = [x.replace(version, f"{version}docker 1\\r\\nFAKE LINE ")
+            .replace(host, f"{host}vm\\udcff\\ud800") for x in lines]  # fmt: skip
+    (d / store.FILE).write_text("\n".join(fake) + "\n")
+    for fmt in ("md", "html", "csv", "json"):
+        code, _, err = kit(capsys, "report", str(d), "--format", fmt)
+        assert code == 0, err
+        text = (d / f"report.{fmt}").read_text(encoding="utf-8")
+        assert "\nFAKE LINE" not in text and ("<script>" not in text or fmt == "json")
+        assert fmt not in ("md", "html") or "vm\ufffd\ufffd" in text  # the host's name
+    md = (d / "report.md").read_text()
+    assert "docker 1\\r\\nFAKE LINE" in md and "samples/s \\| x \\| &lt;script>" in md
+    db = tmp_path / "results.db"
+    code, _, err = kit(capsys, "results", "add", str(d), "--catalogue", str(db))
+    assert (code, err) == (0, "")
+
+
+def test_history_writes_the_format_its_suffix_names_and_names_a_full_disk(tmp_path, capsys):
+    """kit history --figure out.png wrote SVG into the .png; /dev/full as --figure said
+    "No space left on device", naming neither the option nor the file."""
+    db = tmp_path / "results.db"
+    for i in range(2):
+        catalogue.add(db, [campaign_folder(tmp_path / f"c{i}", f"c{i}", 5, ARMS, seed=i)])
+    base = ("history", "pytorch-mpich", "--runtime", "docker", "--catalogue", str(db))
+    code, out, err = kit(capsys, *base, "--figure", str(tmp_path / "out.png"))
+    assert (code, out) == (2, "") and err == (
+        f"kit: error: --figure '{tmp_path / 'out.png'}': kit history writes SVG, not what "
+        "'.png' names; give a FILE.svg\n"
+    )
+    assert not (tmp_path / "out.png").exists()
+    code, out, err = kit(capsys, *base, "--html", "/dev/full")
+    assert code == 2 and err == (
+        "kit: error: cannot write --html '/dev/full': No space left on device; give a path "
+        "with room, that you may write\n"
+    )

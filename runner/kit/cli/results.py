@@ -104,11 +104,18 @@ def cmd_check(a: argparse.Namespace) -> None:
 
 
 def cmd_history(a: argparse.Namespace) -> None:
+    from kit.core import paths
     from kit.report import history as drawn
     from kit.results import history, selection
     from kit.run import request
 
     request.check_confidence(a.confidence)
+    for flag, path, suffix in (("--figure", a.figure, ".svg"), ("--html", a.html, ".html")):
+        if path is not None and path.suffix.lower() not in (suffix, ""):
+            raise KitError(
+                f"{flag} '{path}': kit history writes {suffix[1:].upper()}, not what "
+                f"'{path.suffix}' names; give a FILE{suffix}"
+            )
     sel = selection.chosen(vars(a))
     points = history.points(_catalogue(a), sel, a.confidence)
     if not points:
@@ -119,10 +126,10 @@ def cmd_history(a: argparse.Namespace) -> None:
     sys.stdout.write(history.text(points))
     title = f"{a.runtime} on {a.image}, over time"
     if a.figure is not None:
-        a.figure.write_text(drawn.figure(points, title))
+        paths.write_output("--figure", a.figure, drawn.figure(points, title))
         print(f"figure: {a.figure}")
     if a.html is not None:
-        a.html.write_text(drawn.page(points, title))
+        paths.write_output("--html", a.html, drawn.page(points, title))
         print(f"page: {a.html}")
 
 

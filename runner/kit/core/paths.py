@@ -95,8 +95,11 @@ def write_atomically(path: Path, text: str) -> None:
     then renamed over it. A reader (or a run killed mid-write) never sees half a file,
     and a symlink at `path` is replaced, never written through."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover (or a link put there) is never opened
     try:
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -104,6 +107,24 @@ def write_atomically(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def write_output(flag: str, path: Path, text: str) -> None:
+    """A file the user named for an output (--figure, --html): a regular file, or none
+    yet, written whole (write_atomically: a link there is replaced, never written
+    through); a device or a pipe there (/dev/stdout) written as it is. A failure is a
+    KitError naming the option and the path (a full disk said only "No space left")."""
+    try:
+        if path.exists() and not path.is_file():
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            write_atomically(path, text)
+    except OSError as e:
+        raise KitError(
+            f"cannot write {flag} '{path}': {e.strerror or e}; give a path with room, that "
+            "you may write"
+        ) from None
 
 
 def size_of(path: Path) -> int:
