@@ -245,3 +245,30 @@ def test_a_result_holding_nan_is_filed_failed_naming_it_and_the_campaign_goes_on
     assert [r["status"] for r in recs] == ["ok", "ok", "failed", *["ok"] * 5]
     assert recs[2]["cause"] == "not a JSON number (filed as null): result.loss[1]"
     assert recs[2]["result"]["loss"] == [2.3, None]
+
+
+def test_a_run_refused_before_its_first_trial_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A real run refused after a dry run passed (an engine not there, a runtime that
+    cannot prepare) left campaign.json, an empty trials.jsonl and a lock behind: the next
+    run there was told to --resume a campaign that never ran."""
+    from types import SimpleNamespace
+
+    from kit.core.errors import KitError
+    from kit.run import start
+
+    def refused(*_args) -> None:
+        raise KitError("docker: no engine answers")
+
+    monkeypatch.setattr(start.request, "prepare", lambda q, c, plan_only: c)
+    monkeypatch.setattr(start.campaign, "execute", refused)
+    checked = SimpleNamespace(spec={"runtimes": ["native"]}, recipe=None, variant="cpu",
+                              runtimes=[], design=None, opts=None)  # fmt: skip
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    for out in (tmp_path / "new", kept):
+        q = SimpleNamespace(out=out, emit=None, dry_run=False, resume=False)
+        with pytest.raises(KitError, match="no engine answers"):
+            start.run(q, checked)
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]
