@@ -18,7 +18,7 @@ from kit.results.record import Trial
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
 from kit.runtimes import Prepared, Runtime, gpu
-from kit.runtimes.base import user_env
+from kit.runtimes.base import check_env, user_env
 
 
 def unsuccessful(records: list[Trial]) -> list[str]:
@@ -118,6 +118,7 @@ def preflight(
                 f"image '{recipe.name}' has no benchmark '{c.bench}' "
                 f"(has: {', '.join(recipe.benchmarks)})"
             )
+    check_env(user_env())  # what every trial starts with: refused now, not at a trial
     launcher = launcher or launcher_for(opts, recipe, out_dir)
     mpirun = mpirun_for(recipe, opts.mpirun)
     launcher.check(recipe, [c.ranks for c in design.configs], mpirun)

@@ -218,3 +218,23 @@ def test_podman_loads_a_rebuilt_image_and_removes_the_one_it_replaced(tmp_path, 
     monkeypatch.setenv("HELD", "b" * 64)
     podman._load("localhost/kit/x:1", art)
     assert calls.read_text().splitlines() == ["image inspect --format {{.Id}} localhost/kit/x:1"]
+
+
+def test_a_variable_no_program_could_start_with_is_refused_before_the_first_trial(
+    monkeypatch,
+):
+    """5 MB of OMP_* variables: the native trial ran, the Docker trial failed with
+    "argument list too long" and an empty cause."""
+    monkeypatch.setenv("OMP_HUGE", "x" * base.ARG_STRLEN)
+    with pytest.raises(KitError) as one:
+        base.check_env(base.user_env())
+    assert str(one.value) == (
+        f"the variable OMP_HUGE holds {base.ARG_STRLEN + 10} bytes, more than the "
+        f"{base.ARG_STRLEN} one variable may hold in a program's start (Linux's "
+        "MAX_ARG_STRLEN); unset or shorten it before kit run"
+    )
+    monkeypatch.delenv("OMP_HUGE")
+    for i in range(8):
+        monkeypatch.setenv(f"OMP_BIG{i}", "x" * (base.ARG_STRLEN // 2))
+    with pytest.raises(KitError, match=r"hold \d+ bytes \(largest: OMP_BIG"):
+        base.check_env(base.user_env())
