@@ -1,5 +1,6 @@
 """kit compare, kit check, kit history and kit export on synthetic campaigns."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -450,3 +451,53 @@ def test_history_writes_the_format_its_suffix_names_and_names_a_full_disk(tmp_pa
         "kit: error: cannot write --html '/dev/full': No space left on device; give a path "
         "with room, that you may write\n"
     )
+
+
+def test_history_reads_each_campaigns_overheads_as_kept_and_computes_changed_ones(
+    tmp_path, capsys, monkeypatch
+):
+    """kit history ran every campaign's whole analysis each time (10,000 campaigns: a
+    minute); the catalogue keeps each one's overheads, computed again when its trials
+    change, by another kit, or at another confidence."""
+    from kit.results import analysis, history
+
+    db = tmp_path / "results.db"
+    days = ("2026-11-01T10:00:00+00:00", "2026-11-02T10:00:00+00:00")
+    folders = [campaign_folder(tmp_path / f"c{i}", f"c{i}", 5, ARMS, seed=i, started=day)
+               for i, day in enumerate(days)]  # fmt: skip
+    code, _, _ = kit(capsys, "results", "add", *map(str, folders), "--catalogue", str(db))
+    assert code == 0
+    args = ("history", "pytorch-mpich", "--runtime", "docker", "--catalogue", str(db))
+    first = kit(capsys, *args)
+    real = analysis.summarise
+    counted = []
+    monkeypatch.setattr(analysis, "summarise", lambda *a: counted.append(a[1]) or real(*a))
+    assert kit(capsys, *args) == first and counted == []  # read as kept
+    more = campaign_folder(tmp_path / "more", "c1", 7, ARMS, seed=9,
+                           started="2026-11-02T10:00:00+00:00")  # fmt: skip
+    (folders[1] / store.FILE).write_text(
+        (folders[1] / store.FILE).read_text() + (more / store.FILE).read_text()
+    )
+    catalogue.add(db, [folders[1]])  # c1's trials changed: its overheads are computed again
+    code, out, _ = kit(capsys, *args)
+    assert code == 0 and out != first[1] and counted == [str(folders[1].absolute())]
+    monkeypatch.setattr(history, "__version__", "another")
+    kit(capsys, *args)
+    assert len(counted) == 3
+
+
+def test_the_trials_kept_without_the_fit_are_the_ones_the_screen_keeps(tmp_path):
+    """screen.kept skips the fit where no record shows outside load: the same trials."""
+    from kit.results import screen
+
+    d = campaign_folder(tmp_path / "d", "c1", 8, ARMS, seed=3)
+    by_rt: dict = {}
+    for t in compare.side(str(d), None).records:
+        by_rt.setdefault(t.runtime, []).append(t)
+    assert screen.kept(by_rt) == screen.screen(by_rt).kept == by_rt
+    slowed = by_rt["docker"][2]
+    loaded = dataclasses.replace(slowed, host_load={"other_cpu_pct": 60.0, "steal_cpu_pct": 0.0},
+                                 result={**slowed.result, "images_per_sec": 20.0})  # fmt: skip
+    by_rt["docker"][2] = loaded
+    assert screen.kept(by_rt) == screen.screen(by_rt).kept
+    assert loaded not in screen.kept(by_rt)["docker"]

@@ -46,7 +46,7 @@ def _catalogue(a: argparse.Namespace) -> Path:
 
 
 def cmd_results(a: argparse.Namespace) -> None:
-    from kit.results import catalogue, selection
+    from kit.results import catalogue, history, selection
 
     path = _catalogue(a)
     if a.results_command == "ls":
@@ -60,6 +60,7 @@ def cmd_results(a: argparse.Namespace) -> None:
         added, old = catalogue.add(path, a.dir), None
     else:
         added, old = catalogue.rebuild(path, a.dir)
+    history.warm(path)  # what kit history reads, computed once
     for x in added:
         skipped = f", {len(x.skipped)} unreadable line(s) skipped" if x.skipped else ""
         print(f"{x.folder}: {x.campaigns} campaign(s), {x.new} new trial(s){skipped}")

@@ -13,7 +13,7 @@ from kit.core.errors import KitError, RunFailed
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
-from kit.results import catalogue, store
+from kit.results import catalogue, history, store
 from kit.results.record import Trial
 from kit.run import progress, trial
 from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
@@ -50,6 +50,8 @@ def register(out_dir: Path) -> None:
             f"kit results add {out_dir} registers it later",
             file=sys.stderr,
         )
+    else:
+        history.warm(path, out_dir)  # its overheads, for kit history
 
 
 def mpirun_for(recipe: Recipe, override: str | None) -> str:
