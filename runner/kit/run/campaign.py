@@ -16,7 +16,14 @@ from kit.launch import launchers
 from kit.results import catalogue, history, store
 from kit.results.record import Trial
 from kit.run import progress, trial
-from kit.run.plan import Design, Options, auto_min_time, short_budget, stop_reason
+from kit.run.plan import (
+    Design,
+    Options,
+    auto_min_time,
+    next_trial,
+    short_budget,
+    stop_reason,
+)
 from kit.runtimes import Prepared, Runtime, gpu
 from kit.runtimes.base import check_env, user_env
 
@@ -195,15 +202,25 @@ def execute(
                 i = r * per_round + k
                 if i in done:
                     continue
+                why, left = next_trial(design, records, r, spent(), p.runtime)
+                if why is not None:
+                    break
                 t_trial = time.monotonic()
                 rt = by_arm[p.runtime]
-                filed = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
+                ctx = context  # its timeout capped by what is left of the budget
+                if left is not None and left < context.opts.timeout:
+                    ctx = dataclasses.replace(
+                        context, opts=dataclasses.replace(context.opts, timeout=left)
+                    )
+                filed = trial.run(ctx, rt, prepared[p.runtime], versions[p.runtime], p, i)
                 records.append(filed)
                 own_s += time.monotonic() - t_trial - (filed.wall_s or 0.0)
                 ran += 1
                 progress.say(ran, total, filed, time.monotonic() - t_start, r)
                 if filed.status == "interrupted":
                     raise KeyboardInterrupt
+            if why is not None:
+                break
             r += 1
     finally:
         if ran:
