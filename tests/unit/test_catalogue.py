@@ -470,3 +470,24 @@ def test_a_full_disk_or_a_renamed_table_is_named_as_what_it_is(tmp_path, capsys,
     assert code == 2 and err.startswith(
         f"kit: error: {db} is not a kit catalogue (no such table: trials); kit results rebuild"
     )
+
+
+def test_a_lock_another_user_made_beside_a_shared_catalogue_is_held_read_only(
+    tmp_path, monkeypatch
+):
+    """A site's shared catalogue: the first user's .results.db.lock, not writable by the
+    next, must not refuse the next user's add."""
+    db = tmp_path / "results.db"
+    lock_file = tmp_path / ".results.db.lock"
+    lock_file.touch()
+    lock_file.chmod(0o444)
+    real = os.open
+
+    def opened(path, flags, *mode):  # as another user would find it (tests may run as root)
+        if path == lock_file and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags, *mode)
+
+    monkeypatch.setattr(catalogue.os, "open", opened)
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    assert catalogue.add(db, [a])[0].new == 6

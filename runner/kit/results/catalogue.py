@@ -320,7 +320,10 @@ def exclusive(path: Path, wait: float | None = None) -> Iterator[None]:
     paths.make_dir(path.parent, "--catalogue's folder")
     beside = path.with_name(f".{path.name}.lock")
     try:
-        fd = os.open(beside, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        try:
+            fd = os.open(beside, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        except PermissionError:  # a site's shared catalogue: another user made the lock
+            fd = os.open(beside, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # flock holds
     except OSError as e:
         raise KitError(
             f"cannot lock the catalogue {path} ({beside}: {e.strerror}); give --catalogue "
