@@ -6,6 +6,7 @@ import fcntl
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,19 +30,40 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(lock: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file `lock` while kit makes `what` in the cache: a
-    second kit (another campaign on the same login node, an array job's next task) waits
-    for the first, then finds the result made, instead of writing the same files at once.
-    flock: local disks, and NFS homes through the kernel's NFS locking."""
+def exclusive(lock: Path, what: str, wait: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on the file `lock` while kit makes `what` (in the cache, the
+    catalogue): a second kit (another campaign on the same login node, an array job's next
+    task) waits for the first, then finds the result made, instead of writing the same
+    files at once. With `wait`, a KitError after that many seconds instead of waiting on.
+    A lock file another user made (a site's shared folder) is held through a read-only
+    descriptor: flock needs no write. flock: local disks, and NFS homes through the
+    kernel's NFS locking."""
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another kit making {what} ({lock})", file=sys.stderr, flush=True)
-            fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except PermissionError:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if wait is None:
+                    print(f"waiting for another kit making {what} ({lock})", file=sys.stderr,
+                          flush=True)  # fmt: skip
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    break
+                if waited >= wait:
+                    raise KitError(
+                        f"{what} stayed locked by another kit for {waited:.0f} s; try again"
+                    ) from None
+                time.sleep(0.1)
+                waited += 0.1
         yield
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

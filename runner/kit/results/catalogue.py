@@ -16,13 +16,11 @@ catalogue (another program's, or a damaged one) is never written: one line says 
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -319,33 +317,18 @@ def exclusive(path: Path, wait: float | None = None) -> Iterator[None]:
     KitError after `wait` seconds (None: LOCK_WAIT_S)."""
     paths.make_dir(path.parent, "--catalogue's folder")
     beside = path.with_name(f".{path.name}.lock")
-    try:
-        try:
-            fd = os.open(beside, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-        except PermissionError:  # a site's shared catalogue: another user made the lock
-            fd = os.open(beside, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # flock holds
+    held = contextlib.ExitStack()
+    try:  # the lock's own failure, not one of what is done holding it
+        held.enter_context(
+            paths.exclusive(beside, f"the catalogue {path}", LOCK_WAIT_S if wait is None else wait)
+        )
     except OSError as e:
         raise KitError(
             f"cannot lock the catalogue {path} ({beside}: {e.strerror}); give --catalogue "
             "a file in a folder you may write"
         ) from None
-    try:
-        waited = 0.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if waited >= (LOCK_WAIT_S if wait is None else wait):
-                    raise KitError(
-                        f"the catalogue {path} stayed locked by another kit for "
-                        f"{waited:.0f} s; try again"
-                    ) from None
-                time.sleep(0.1)
-                waited += 0.1
+    with held:
         yield
-    finally:
-        os.close(fd)
 
 
 def _preset_of(folder: Path) -> str:
