@@ -255,7 +255,41 @@ def _environment(here: str) -> dict[str, str]:
         name, sep, value = entry.decode(errors="replace").partition("=")
         if sep and name.startswith(ENV_PREFIXES) and not LAUNCH_IDENTITY.match(name):
             out[name] = value
-    return dict(sorted(out.items()))
+    return _bounded(dict(sorted(out.items())))
+
+
+ENVIRONMENT_BYTES = 4 << 10  # the environment's share of a record kept under 16 KiB a trial
+VALUE_CHARS = 256  # a longer value is kept as its length and a digest
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:ID_HEX]
+
+
+def _bounded(env: dict[str, str]) -> dict[str, str]:
+    """The variables as a record keeps them, in ENVIRONMENT_BYTES: a value longer than
+    VALUE_CHARS as its length and digest, and past the bound the rest (in name order)
+    folded into one entry '*' (how many, their first name, a digest), so that 5 MB of
+    OMP_* variables made no 5 MB record. What is cut still tells two launches apart, and
+    says what was cut."""
+    out = {
+        name: value if len(value) <= VALUE_CHARS else f"{len(value)} chars sha256:{_digest(value)}"
+        for name, value in env.items()
+    }
+    if len(json.dumps(out)) <= ENVIRONMENT_BYTES:
+        return out
+    kept: dict[str, str] = {}
+    size, room = 2, ENVIRONMENT_BYTES - 2 * VALUE_CHARS  # room left for the '*' entry
+    names = list(out)
+    for i, name in enumerate(names):
+        cost = len(json.dumps({name: out[name]}))
+        if len(name) > VALUE_CHARS or size + cost > room:
+            rest = {n: env[n] for n in names[i:]}
+            first = names[i][:64]
+            kept["*"] = f"{len(rest)} more from {first}, sha256:{_digest(rest)}"
+            return kept
+        kept[name], size = out[name], size + cost
+    return kept
 
 
 def _limits(here: str, status: dict[str, str], sys_root: str, files: str, cgroups: str) -> dict:

@@ -116,12 +116,13 @@ def test_compare_finds_the_quota_lifted_and_no_change_between_the_native_arms(ca
 def test_the_gate_fails_the_cut_campaign_and_passes_the_uncut_one(campaign, uncut):
     """`kit check`: exit 1 where docker's interval lies wholly beyond its bound (the
     quarter-core quota, about 75 % lost, against 5 %: its interval ends under 0.95 in 999
-    of 1000 simulated campaigns), 0 where it lies within or straddles it (no quota,
-    against 60 %); both campaigns were registered in the catalogue as they ended."""
+    of 1000 simulated campaigns), 0 where it lies within it, or 3 (cannot tell) where it
+    straddles it (no quota, against 60 %); both campaigns were registered in the
+    catalogue as they ended."""
     cut = kit("check", str(campaign), "--max-overhead", "docker=5%", check=False)
     assert cut.returncode == 1, cut.stdout + cut.stderr
     fine = kit("check", str(uncut), "--max-overhead", "docker=60%", check=False)
-    assert fine.returncode == 0, fine.stdout + fine.stderr
+    assert fine.returncode in (0, 3), fine.stdout + fine.stderr
     listed = json.loads(kit("results", "ls", "--json").stdout)
     ids = {json.loads((d / "campaign.json").read_text())["campaign"] for d in (campaign, uncut)}
     assert ids <= {c["campaign"] for c in listed}, listed

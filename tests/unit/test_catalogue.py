@@ -94,19 +94,19 @@ def test_ls_filters_by_image_runtime_version_host_dates_and_preset(tmp_path, cap
     assert err.startswith("kit: error: --since 'last week' is not a date or time; give e.g. ")
 
 
-# A writer that says (touching argv[3]) when it is about to begin its transaction.
+# A writer that says (touching argv[3]) when it is about to take the catalogue's lock.
 ADD = textwrap.dedent(
     """
     import contextlib, sys
     from kit.results import catalogue
     from pathlib import Path
-    real = catalogue.transaction
+    real = catalogue.exclusive
     @contextlib.contextmanager
-    def announced(db):
+    def announced(path):
         Path(sys.argv[3]).touch()
-        with real(db):
+        with real(path):
             yield
-    catalogue.transaction = announced
+    catalogue.exclusive = announced
     catalogue.add(Path(sys.argv[1]), [Path(sys.argv[2])])
     """
 )
@@ -125,8 +125,9 @@ def test_two_campaigns_ending_at_once_both_land(tmp_path):
         subprocess.Popen([sys.executable, "-c", ADD, str(db), str(d), str(s)], env=env)
         for d, s in zip((a, b), starts, strict=True)
     ]
-    # Both writers begin while the file is locked, however slowly the host starts them;
-    # the short wait after only lets their BEGIN reach SQLite's busy wait.
+    # Both writers begin while the file is locked, however slowly the host starts them
+    # (the first then waits in SQLite's busy wait, the second for the first's flock); the
+    # short wait after only lets them reach those waits.
     deadline = time.monotonic() + 120
     while not all(s.exists() for s in starts):
         assert time.monotonic() < deadline, "a writer never began"
@@ -332,3 +333,161 @@ def test_a_folder_without_trials_is_refused_before_anything_is_written(tmp_path,
     said = f"'{tmp_path / 'nope'}' holds no trials (trials.jsonl); pass a kit run --out folder"
     assert err == f"kit: error: {said}\n"
     assert not db.exists()
+
+
+def test_rebuild_keeps_and_names_a_campaign_whose_folder_is_gone(tmp_path, capsys):
+    """kit results add ... del1 del2 G, rm -rf del1, kit results rebuild: exit 0, and
+    del1's campaign was in the old file only."""
+    db = tmp_path / "results.db"
+    gone = campaign_folder(tmp_path / "del1", "c1", 3, {"native": 1, "docker": 0.9}, seed=1)
+    kept = campaign_folder(tmp_path / "del2", "c2", 3, {"native": 1, "docker": 0.9}, seed=2)
+    catalogue.add(db, [gone, kept])
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()
+    code, _, err = kit(capsys, "results", "rebuild", "--catalogue", str(db))
+    assert code == 0 and err == (
+        f"kit: warning: campaign c1's folder {gone} cannot be read again; its 6 trial(s) are "
+        "kept as the catalogue held them\n"
+    )
+    listed, records = selection.select(db, selection.Selection())
+    assert sorted((c.campaign, c.trials) for c in listed) == [("c1", 6), ("c2", 6)]
+    assert len(records) == 12
+
+
+def test_add_and_rebuild_each_wait_for_the_others_hold_on_the_catalogue(tmp_path, monkeypatch):
+    """A rebuild while an add ran: the add said "6 new trial(s)", and the rebuilt file held
+    neither campaign. Each holds the catalogue's lock for all it does."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [a])
+    monkeypatch.setattr(catalogue, "LOCK_WAIT_S", 0.0)
+    with catalogue.exclusive(db):  # another kit's add or rebuild, mid-way
+        for act in (lambda: catalogue.add(db, [a]), lambda: catalogue.rebuild(db, [])):
+            with pytest.raises(KitError, match="stayed locked by another kit for 0 s"):
+                act()
+    assert catalogue.rebuild(db, [])[0][0].new == 6
+
+
+def test_rebuild_is_refused_where_add_is_and_names_no_file_of_its_own(
+    tmp_path, capsys, monkeypatch
+):
+    """A catalogue file another user owns (its folder writable): rebuild replaced it,
+    though add was refused; in a read-only folder it named its internal temporary."""
+    db = tmp_path / "cat" / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [a])
+    real = os.access
+    for unwritable, said in (
+        (db, f"the catalogue {db} is read-only here; ask its owner to rebuild it"),
+        (db.parent, f"cannot write in {db.parent}, where rebuild makes the new catalogue "
+         "beside the old; give --catalogue a file in a folder you may write"),
+    ):  # fmt: skip
+        monkeypatch.setattr(  # as a user who may not write it (the tests may run as root)
+            catalogue.os, "access", lambda p, mode, u=unwritable: p != u and real(p, mode)
+        )
+        code, _, err = kit(capsys, "results", "rebuild", str(a), "--catalogue", str(db))
+        assert (code, err) == (2, f"kit: error: {said}\n")
+    assert sorted(p.name for p in db.parent.iterdir()) == [".results.db.lock", "results.db"]
+
+
+HOLD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from kit.results import lock
+    with lock.held(Path(sys.argv[1])):
+        Path(sys.argv[2]).touch()
+        sys.stdin.read()
+    """
+)
+
+
+def test_a_folder_a_kit_run_still_writes_is_refused(tmp_path, capsys):
+    """kit results add of a folder kit run --out still wrote filed a 2-of-4 snapshot as
+    the campaign, with no note. (kit run's own registering, from the process holding the
+    lock, is not refused: test_kit_runs_campaign_registers_when_it_ends...)"""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    began = tmp_path / "began"
+    env = {**os.environ, "PYTHONPATH": RUNNER}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(a), str(began)], env=env, stdin=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not began.exists():
+            assert time.monotonic() < deadline and holder.poll() is None, "no lock taken"
+            time.sleep(0.02)
+        code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+        assert code == 2 and err.startswith(
+            f"kit: error: '{a}' is still being written by a kit run (pid {holder.pid} on "
+        )
+        assert err.endswith("; it registers itself when it ends, or kit results add it then\n")
+    finally:
+        holder.communicate(b"", timeout=60)
+    code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+    assert (code, err) == (0, "")
+
+
+def test_trials_copied_without_campaign_json_join_their_campaign_not_a_ghost(tmp_path, capsys):
+    """A folder without campaign.json, its trials already filed: a second row with no
+    start time and 0/0 trials."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / store.FILE).write_text((a / store.FILE).read_text())
+    catalogue.add(db, [a, copy])
+    (listed,) = selection.select(db, selection.Selection())[0]
+    assert (listed.campaign, listed.trials, listed.folder) == ("c1", 6, str(copy))
+
+
+def test_a_full_disk_or_a_renamed_table_is_named_as_what_it_is(tmp_path, capsys, monkeypatch):
+    """A full disk said "cannot rollback - no transaction is active; check the path"; a
+    catalogue whose table was renamed said "no such table: trials; check the path"."""
+    db = tmp_path / "results.db"
+    a = campaign_folder(tmp_path / "a", "c1", 20, {"native": 1, "docker": 0.9})
+    catalogue.add(db, [])
+    real = sqlite3.connect
+
+    def full(*args, **kwargs) -> sqlite3.Connection:  # SQLite's own SQLITE_FULL, at once
+        conn = real(*args, **kwargs)
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        return conn
+
+    monkeypatch.setattr(catalogue.sqlite3, "connect", full)
+    code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+    assert (code, err) == (2, (
+        f"kit: error: the disk under the catalogue {db} is full (nothing was added); make "
+        "room there, then kit results add the folders again\n"
+    ))  # fmt: skip
+    monkeypatch.setattr(catalogue.sqlite3, "connect", real)
+    with contextlib.closing(real(db)) as conn, conn:
+        conn.execute("ALTER TABLE trials RENAME TO gone")
+    code, _, err = kit(capsys, "results", "add", str(a), "--catalogue", str(db))
+    assert code == 2 and err.startswith(
+        f"kit: error: {db} is not a kit catalogue (no such table: trials); kit results rebuild"
+    )
+
+
+def test_a_lock_another_user_made_beside_a_shared_catalogue_is_held_read_only(
+    tmp_path, monkeypatch
+):
+    """A site's shared catalogue: the first user's .results.db.lock, not writable by the
+    next, must not refuse the next user's add."""
+    db = tmp_path / "results.db"
+    lock_file = tmp_path / ".results.db.lock"
+    lock_file.touch()
+    lock_file.chmod(0o444)
+    real = os.open
+
+    def opened(path, flags, *mode):  # as another user would find it (tests may run as root)
+        if path == lock_file and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags, *mode)
+
+    monkeypatch.setattr(catalogue.os, "open", opened)
+    a = campaign_folder(tmp_path / "a", "c1", 3, {"native": 1, "docker": 0.9})
+    assert catalogue.add(db, [a])[0].new == 6

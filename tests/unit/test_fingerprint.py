@@ -361,3 +361,14 @@ def test_every_record_a_benchmark_prints_carries_its_fingerprint():
     del printed["fingerprint"]
     assert kitschema.validate(printed) == []  # a record before fingerprints still reads
     assert kitschema.validate({**printed, "fingerprint": "x"}) == ["fingerprint: str, want dict"]
+
+
+def test_the_environment_is_bounded_and_says_what_it_cut(fake):
+    """5 MB of OMP_* variables made the native trial's fingerprint 5,001,752 bytes."""
+    env = [f"OMP_X{i:05d}={'v' * 1000}" for i in range(5000)] + ["OMP_NUM_THREADS=2"]
+    write(fake.proc, "self/environ", "\0".join(env) + "\0")
+    got = fake.take()["environment"]
+    assert len(json.dumps(got)) <= fingerprint.ENVIRONMENT_BYTES
+    assert got["OMP_NUM_THREADS"] == "2"  # names sort: kept before the long ones
+    assert got["OMP_X00000"].startswith("1000 chars sha256:")
+    assert got["*"].startswith(f"{5001 - len(got) + 1} more from OMP_X")

@@ -3,6 +3,7 @@ dispatches: the image stage's commands are in images, the results' in results, a
 kit run's options are declared once in kit.run.options."""
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -21,6 +22,7 @@ from kit.core.errors import (
 
 messages = log.logger(__name__)
 
+NEGATIVE = re.compile(r"^-[0-9.]+[A-Za-z%]*$")  # a negative size, duration or percentage
 EPILOG = """pipeline: recipes/*.toml --render--> containers/ --build--> Docker image
   --convert--> SIF / Shifter squashfs --run--> trials.jsonl --report--> overhead table
 
@@ -77,7 +79,13 @@ def cmd_doctor(a: argparse.Namespace) -> None:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, its mistakes said on one line as kit's own are (exit 2)."""
+    """argparse's parser, its mistakes said on one line as kit's own are (exit 2). A
+    value such as -5%, -1G or -5d is a value (argparse took it for an option, "expected
+    one argument", the value never named): the option's own check names it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"kit: error: {schema.printable(message)}; see {self.prog} --help\n")

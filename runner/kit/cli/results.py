@@ -59,7 +59,7 @@ def _catalogue(a: argparse.Namespace) -> Path:
 
 
 def cmd_results(a: argparse.Namespace) -> None:
-    from kit.results import catalogue, selection
+    from kit.results import catalogue, history, selection
 
     path = _catalogue(a)
     if a.results_command == "ls":
@@ -74,6 +74,7 @@ def cmd_results(a: argparse.Namespace) -> None:
         added, old = catalogue.add(path, a.dir), None
     else:
         added, old = catalogue.rebuild(path, a.dir)
+    history.warm(path)  # what kit history reads, computed once
     if a.json:
         sys.stdout.write(jsonout.dumps({"catalogue": path, "kept": old, "added": added}))
         return
@@ -113,23 +114,31 @@ def cmd_check(a: argparse.Namespace) -> None:
         against = compare.side(a.against, a.catalogue or catalogue.default_path())
         checked = gate.change(a.dir, against, bound, a.confidence, compare.renames(a.as_))
         kind = "change"
+    code = gate.exit_code(checked)
     if a.json:
         said = {"kind": kind, "confidence": a.confidence, "checked": checked}
-        sys.stdout.write(jsonout.dumps(said | {"failed": gate.failed(checked)}))
+        sys.stdout.write(jsonout.dumps(said | {"failed": code == EXIT_FAILED}))
     else:
         sys.stdout.write(gate.text(checked, kind))
     for line in gate.warnings(checked):
         log.warning(f"kit: warning: {line}")
-    if gate.failed(checked):
-        raise SystemExit(EXIT_FAILED)
+    if code:
+        raise SystemExit(code)
 
 
 def cmd_history(a: argparse.Namespace) -> None:
+    from kit.core import paths
     from kit.report import history as drawn
     from kit.results import history, selection
     from kit.run import request
 
     request.check_confidence(a.confidence)
+    for flag, path, suffix in (("--figure", a.figure, ".svg"), ("--html", a.html, ".html")):
+        if path is not None and path.suffix.lower() not in (suffix, ""):
+            raise KitError(
+                f"{flag} '{path}': kit history writes {suffix[1:].upper()}, not what "
+                f"'{path.suffix}' names; give a FILE{suffix}"
+            )
     sel = selection.chosen(vars(a))
     points = history.points(_catalogue(a), sel, a.confidence)
     if not points:
@@ -141,10 +150,10 @@ def cmd_history(a: argparse.Namespace) -> None:
     title = f"{a.runtime} on {a.image}, over time"
     said = sys.stderr if a.json else sys.stdout  # --json: stdout holds the JSON alone
     if a.figure is not None:
-        a.figure.write_text(drawn.figure(points, title))
+        paths.write_output("--figure", a.figure, drawn.figure(points, title))
         print(f"figure: {a.figure}", file=said)
     if a.html is not None:
-        a.html.write_text(drawn.page(points, title))
+        paths.write_output("--html", a.html, drawn.page(points, title))
         print(f"page: {a.html}", file=said)
 
 
@@ -270,8 +279,9 @@ def add_catalogued(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "check",
         help="a regression gate: exit 1 only when an interval lies wholly beyond the bound",
-        description="Exit 1 when an interval lies wholly beyond its bound, 0 when within; "
-        "when it straddles the bound: 'cannot tell', a warning, and exit 0.",
+        description="Exit 0 when every interval lies within its bound, 1 when one lies "
+        "wholly beyond it, 2 on a mistake in what was asked, 3 when one cannot tell (it "
+        "straddles the bound, or too few rounds): never a pass.",
     )
     s.add_argument("dir", type=Path, metavar="DIR", help="the campaign checked (kit run --out)")
     s.add_argument(

@@ -107,7 +107,13 @@ class Figures:
             return f"no line of the output matched --metric '{self.cmd.pattern}'"
         if not self.required:
             return f"no line of the output matched --require '{self.cmd.require}'"
-        result = {"schema": SCHEMA, "bench": self.cmd.name, "metric": self.cmd.declaration()}
+        ran = {"argv": list(self.cmd.argv), "native_argv": list(self.cmd.native_argv)}
+        result = {
+            "schema": SCHEMA,
+            "bench": self.cmd.name,
+            "metric": self.cmd.declaration(),
+            "command": ran,  # what printed it: another command is another configuration
+        }
         value = REDUCTIONS[self.cmd.reduce](self.values)
         return {**result, "value": value, "matches": self.values}
 

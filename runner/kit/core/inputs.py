@@ -10,6 +10,7 @@ ValueError).
 
 import json
 import os
+import re
 import select
 import stat
 import tomllib
@@ -84,6 +85,23 @@ def loads(data: bytes | str, what: str, fix: str) -> object:
         raise _fail(what, f"not JSON ({e})", fix) from None
     if _depth(value) > JSON_DEPTH:
         raise _too_deep(what, fix)
+    return whole(value) if LONE_ESCAPE.search(source) else value
+
+
+LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON spells a surrogate: maybe lone
+LONE = re.compile("[\ud800-\udfff]")  # one json.loads did not pair: no character
+
+
+def whole(value: object) -> object:
+    """value with each lone surrogate ("\\udcff", valid JSON, no character) in its strings
+    made U+FFFD: such a string cannot be written as UTF-8 (a UnicodeEncodeError
+    traceback from the report, the catalogue, a terminal)."""
+    if isinstance(value, str):
+        return LONE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {whole(k): whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole(v) for v in value]
     return value
 
 

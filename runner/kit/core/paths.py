@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,17 +45,33 @@ def flock(fd: int, shared: bool = False, wait: bool = False) -> bool:
 
 
 @contextlib.contextmanager
-def exclusive(lock: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file `lock` while kit makes `what` in the cache: a
-    second kit (another campaign on the same login node, an array job's next task) waits
-    for the first, then finds the result made, instead of writing the same files at once.
-    flock: local disks, and NFS homes through the kernel's NFS locking."""
+def exclusive(lock: Path, what: str, wait: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on the file `lock` while kit makes `what` (in the cache, the
+    catalogue): a second kit (another campaign on the same login node, an array job's next
+    task) waits for the first, then finds the result made, instead of writing the same
+    files at once. With `wait`, a KitError after that many seconds instead of waiting on.
+    A lock file another user made (a site's shared folder) is held through a read-only
+    descriptor: flock needs no write. flock: local disks, and NFS homes through the
+    kernel's NFS locking."""
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        if not flock(f.fileno()):
-            log.info(f"waiting for another kit making {what} ({lock})")
-            flock(f.fileno(), wait=True)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except PermissionError:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        waited = 0.0
+        while not flock(fd):
+            if wait is None:
+                log.info(f"waiting for another kit making {what} ({lock})")
+                flock(fd, wait=True)
+                break
+            if waited >= wait:
+                raise KitError(f"{what} stayed locked by another kit for {waited:.0f} s; try again")
+            time.sleep(0.1)
+            waited += 0.1
         yield
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -108,8 +125,11 @@ def write_atomically(path: Path, text: str) -> None:
     then renamed over it. A reader (or a run killed mid-write) never sees half a file,
     and a symlink at `path` is replaced, never written through."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover (or a link put there) is never opened
     try:
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -117,6 +137,24 @@ def write_atomically(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def write_output(flag: str, path: Path, text: str) -> None:
+    """A file the user named for an output (--figure, --html): a regular file, or none
+    yet, written whole (write_atomically: a link there is replaced, never written
+    through); a device or a pipe there (/dev/stdout) written as it is. A failure is a
+    KitError naming the option and the path (a full disk said only "No space left")."""
+    try:
+        if path.exists() and not path.is_file():
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            write_atomically(path, text)
+    except OSError as e:
+        raise KitError(
+            f"cannot write {flag} '{path}': {e.strerror or e}; give a path with room, that "
+            "you may write"
+        ) from None
 
 
 def size_of(path: Path) -> int:

@@ -60,6 +60,12 @@ def images_dir() -> Path:
 def folders(engine_ids: set[str] | None, now: float) -> list[Folder]:
     """Every image folder in the cache, least recently used first, as pruning takes them
     (engine_ids: engine.image_ids's answer)."""
+    for where in (cache_dir(), images_dir()):  # a file there listed "0 image folders"
+        if where.exists() and not where.is_dir():
+            raise KitError(
+                f"the cache's folder {where} is a file, not a folder; move it away, or set "
+                "KIT_CACHE to a folder"
+            )
     found = []
     for path in images_dir().glob("*/*"):
         # a link is no folder kit made: pruning it marked the folder it points to, outside

@@ -207,6 +207,9 @@ def _bootstrap(definition: str, base: str | None) -> tuple[str, str]:
     return HEADER.sub(header, definition, count=1), f"{kind}:{path}"
 
 
+BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # no text's: all but \t \n \r
+
+
 def write(dockerfile: Path, name: str, out: Path | None, base: str | None) -> Imported:
     """NAME.def (and NAME.import.json, what was done) beside the Dockerfile or in out."""
     if not NAME.match(name):
@@ -215,6 +218,12 @@ def write(dockerfile: Path, name: str, out: Path | None, base: str | None) -> Im
         raise KitError(f"'{dockerfile}' is not a file; give the path of a Dockerfile")
     where = f"'{dockerfile}'"
     text = inputs.read_text(dockerfile, where, "give a Dockerfile (UTF-8 text)")
+    if bad := BINARY.search(text):  # spython copied a NUL or a \x01 into the definition
+        line = text.count("\n", 0, bad.start()) + 1
+        raise KitError(
+            f"{where} line {line} holds the control character {bad.group()!r}; a Dockerfile "
+            "is text: remove it"
+        )
     steps = _instructions(text)
     stages = _stages(where, steps)
     if not stages:

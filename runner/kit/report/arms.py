@@ -3,7 +3,7 @@ pairs, as the report shows them, and every arm with its raw numbers for the CSV 
 
 from kit.report.model import Block, Table
 from kit.report.text import interval, percent
-from kit.results import fingerprints
+from kit.results import fingerprints, stats
 from kit.results.findings import Analysis, Arm, Group
 
 STARTUP = "start-up s [CI]"
@@ -54,12 +54,19 @@ def _ratio(arm: Arm, baseline: str) -> str:
 
 
 def _precision(arm: Arm, target: float | None) -> str:
-    """'±1.8%', or with a target '±1.8% (target ±2.0% reached)': one statement."""
+    """'±1.8%', or with a target '±1.8% (target ±2.0% reached)': one statement. Where
+    launches were left out and the interval with them put back is the wider (the one the
+    ± is), it says so beside the kept launches' own, which the ratio column shows."""
     if arm.half_width is None:
         return "n/a"
+    said = percent(arm.half_width)
+    if arm.ratio is not None and arm.ratio_all is not None:
+        kept = stats.half_width(arm.ratio)
+        if arm.half_width > kept:
+            said += f" with every launch ({percent(kept)} without those left out)"
     if target is None or not arm.precision:
-        return percent(arm.half_width)
-    return f"{percent(arm.half_width)} (target {percent(target)} {arm.precision})"
+        return said
+    return f"{said} (target {percent(target)} {arm.precision})"
 
 
 def _load(arm: Arm) -> str:

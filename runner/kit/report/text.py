@@ -29,4 +29,6 @@ def title(k: Key) -> str:
         + ("" if k.variant == "cpu" else f" · {k.variant}")
         + (f" · {k.bench_args}" if k.bench_args else "")
         + ("" if not k.steps else f" · {k.steps} steps after {k.warmup_steps}")
+        + (f" · {k.metric}" if k.metric else "")
+        + (f" · {k.command}" if k.command else "")
     )

@@ -21,15 +21,21 @@ FORMATS = ("md", "csv", "json", "html")
 log = logger(__name__)
 
 
+def _md(text: str) -> str:
+    """Text for a Markdown line: one line (printable), and no tag a renderer would take
+    as HTML (a record's unit or version '<script>' became markup in the heading)."""
+    return printable(text).replace("<", "&lt;")
+
+
 def _markdown(doc: Document) -> str:
-    lines = [f"# {printable(doc.title)}", ""]
+    lines = [f"# {_md(doc.title)}", ""]
     for block in doc.lead:
         lines += [*_md_block(block), ""]
     for section in doc.sections:
         blocks = [b for b in section.blocks if not isinstance(b, plots.Figure)]
         if not blocks:
             continue  # figures only: the HTML page's
-        lines += [f"## {printable(section.title)}", ""]
+        lines += [f"## {_md(section.title)}", ""]
         for block in blocks:
             lines += [*_md_block(block), ""]
     return "\n".join(lines)
@@ -39,8 +45,8 @@ def _md_block(block: Block) -> list[str]:
     if isinstance(block, Table):
         return _md_table(block.columns, block.rows)
     if isinstance(block, Bullets):
-        return [f"- {x}" for x in block.items]
-    return [block]
+        return [f"- {_md(x)}" for x in block.items]
+    return [_md(block)]
 
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -54,17 +60,20 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 def _md_cell(text: str) -> str:
     """A table cell's text, kept in its cell: what a record carries from the command line
     (a unit, an image's path) could hold a '|' or, in a file edited by hand, a newline."""
-    return printable(text).replace("|", "\\|")
+    return _md(text).replace("|", "\\|")
+
+
+def _h(text: str) -> str:
+    """Text for the page: one line (printable), its markup characters escaped."""
+    return html.escape(printable(text))
 
 
 def _html_table(columns: list[str], rows: list[list[str]], wide: bool = False) -> str:
     """A table; a heading may break after each underscore (process_group), and a wide one
     (the launch phases': 17 columns) is set smaller, so it fits the page's width instead of
     needing a sideways scroll."""
-    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
+    head = "".join(f"<th>{_h(c).replace('_', '_<wbr>')}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
     kind = ' class="wide"' if wide else ""
     return f"<table{kind}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -77,13 +86,13 @@ figure{display:inline-block;margin:1em}figcaption{font-size:90%;text-align:cente
 
 
 def _html(doc: Document) -> str:
-    parts = [f"<h1>{html.escape(doc.title)}</h1>", *map(_html_block, doc.lead)]
+    parts = [f"<h1>{_h(doc.title)}</h1>", *map(_html_block, doc.lead)]
     for section in doc.sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        parts.append(f"<h2>{_h(section.title)}</h2>")
         parts += map(_html_block, section.blocks)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head>"
+        f"<title>{_h(doc.title)}</title><style>{STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
 
@@ -91,24 +100,25 @@ def _html(doc: Document) -> str:
 def _html_block(block: Block | plots.Figure) -> str:
     if isinstance(block, Table) and block.fold:
         table = _html_table(block.columns, block.rows)
-        return f"<details><summary>{html.escape(block.fold)}</summary>{table}</details>"
+        return f"<details><summary>{_h(block.fold)}</summary>{table}</details>"
     if isinstance(block, Table):
         return _html_table(block.columns, block.rows, block.wide)
     if isinstance(block, Bullets):
-        items = "".join(f"<li>{html.escape(x)}</li>" for x in block.items)
+        items = "".join(f"<li>{_h(x)}</li>" for x in block.items)
         return f"<ul{' class=' + block.kind if block.kind else ''}>{items}</ul>"
     if isinstance(block, plots.Figure):
         return (
-            f'<figure id="{html.escape(block.slug)}">{block.svg}<figcaption>'
-            f"{html.escape(block.caption)}</figcaption></figure>"
+            f'<figure id="{_h(block.slug)}">{block.svg}<figcaption>'
+            f"{_h(block.caption)}</figcaption></figure>"
         )
-    return f"<p>{html.escape(block)}</p>"
+    return f"<p>{_h(block)}</p>"
 
 
 def _csv(doc: Document) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerows([doc.arms.columns, *doc.arms.rows])
+    rows = [doc.arms.columns, *doc.arms.rows]  # a record's text: one line a row
+    w.writerows([printable(c) if isinstance(c, str) else c for c in row] for row in rows)
     return buf.getvalue()
 
 

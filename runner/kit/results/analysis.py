@@ -18,6 +18,7 @@ from pathlib import Path
 from kit.core import benches
 from kit.core.errors import KitError
 from kit.core.log import logger
+from kit.core.schema import printable
 from kit.results import fingerprints, pairing, precision, record, scaling, stats, store
 from kit.results.figures import figured, rates
 from kit.results.findings import ALL_PAIRS, OOM_FIELDS, REFERENCE, Analysis, Arm, Group
@@ -258,13 +259,31 @@ def summarise(
         skipped=skipped or [],
         left_out=left_out,
         baseline=ref,
-        metrics={t.bench: benches.metric(t.bench, t.result) for t in ok},
+        metrics=_metrics(ok),
         projection=[]  # a width short of rounds prices nothing
         if any(arm.too_few for _, arm, _ in family)
         else precision.project(
             [(arm.ratio, arm.rounds) for _, arm, _ in family if arm.ratio], measured
         ),
     )
+
+
+def _metrics(ok: list[Trial]) -> dict[str, benches.Metric]:
+    """Each benchmark's metric; a KitError where one name was measured two ways (two
+    user's commands both named 'command', one reading a rate, one a time): every heading
+    and verdict reads the metric by the benchmark's name."""
+    out: dict[str, benches.Metric] = {}
+    for t in ok:
+        m = out.setdefault(t.bench, benches.metric(t.bench, t.result))
+        if (other := benches.metric(t.bench, t.result)) != m:
+            said = [f"{x.unit} ({'higher' if x.higher_is_better else 'lower'} is better)"
+                    for x in (m, other)]  # fmt: skip
+            raise KitError(
+                f"'{printable(t.bench)}' is measured as {printable(said[0])} in some trials and "
+                f"as {printable(said[1])} in others (campaign {printable(t.campaign)}): report "
+                "them apart, or give each its own --name"
+            )
+    return out
 
 
 def _runtimes(records: list[Trial]) -> dict[str, dict]:

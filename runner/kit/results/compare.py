@@ -20,11 +20,10 @@ from pathlib import Path
 from kit.core import benches, columns
 from kit.core.errors import KitError
 from kit.core.schema import printable
-from kit.results import catalogue, record, selection, stats, store
+from kit.results import catalogue, record, screen, selection, stats, store
 from kit.results.figures import by_round, figured
 from kit.results.findings import REFERENCE
 from kit.results.record import Key, Trial
-from kit.results.screen import screen
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,7 @@ def side(text: str, path: Path | None) -> Side:
         trials: list[Trial] = []
         seen: set[str] = set()
         for d in catalogue.folders([folder]):
+            store.settings(d)  # a campaign.json the report refuses, compare refuses too
             trials += record.distinct(store.load(d).records, seen)[0]
         return Side(text, trials)
     sel = selection.parse(text)
@@ -63,7 +63,7 @@ def renames(given: list[str]) -> dict[str, str]:
     out = {}
     for text in given:
         arm, sep, name = (x.strip() for x in text.partition("="))
-        if not sep or not arm or not name:
+        if not sep or not arm or not name or "=" in name:
             raise KitError(f"--as '{text}' must be ARM=NAME, e.g. docker@cut10=docker")
         if arm in out:  # the last would silently win
             raise KitError(f"--as counts {arm} as {out[arm]} and as {name}; give it one name")
@@ -99,7 +99,7 @@ def samples(s: Side, renamed: dict[str, str]) -> dict[Key, Samples]:
     for key, by_rt in by_key.items():
         if REFERENCE not in by_rt:
             continue
-        kept = screen(by_rt).kept
+        kept = screen.kept(by_rt)
         base = by_round(kept[REFERENCE])
         logs = {REFERENCE: [math.log(base[k]) for k in sorted(base)]}
         for rt, rs in sorted(kept.items()):
@@ -168,7 +168,8 @@ class Comparison:
 def describe(key: Key) -> str:
     """A configuration as a heading: what ran, and each other key value that is not the
     usual one (real data, Slurm, cuda, benchmark options, the steps when known)."""
-    usual = {"data": "synthetic", "launcher": "local", "variant": "cpu", "bench_args": ""}
+    usual = {"data": "synthetic", "launcher": "local", "variant": "cpu", "bench_args": "",
+             "metric": "", "command": ""}  # fmt: skip
     rest = [
         f"{f.name} {v}"
         for f in fields(key)
@@ -187,8 +188,28 @@ def _difference(a: Key, b: Key) -> str:
     )
 
 
+def _apart(a: Side, b: Side, renamed: dict[str, str]) -> None:
+    """A KitError where the two sides are not two samples: a campaign on both (compare G2
+    G2 would compare its trials with themselves), or an --as naming an arm neither has
+    (ignored, it would have compared what the user did not mean)."""
+    if both := sorted({t.campaign for t in a.records} & {t.campaign for t in b.records}):
+        same = "the same trials" if a.records == b.records else "trials of the same campaign"
+        raise KitError(
+            f"A ({printable(a.label)}) and B ({printable(b.label)}) hold {same} (campaign "
+            f"{printable(', '.join(both))}): a campaign compared with itself is one sample, "
+            "not two; compare it with other campaigns, or read its own report"
+        )
+    arms = {t.runtime for t in a.records + b.records}
+    if unknown := sorted(renamed.keys() - arms):
+        raise KitError(
+            f"--as names {printable(', '.join(unknown))}, an arm of neither side (arms: "
+            f"{printable(', '.join(sorted(arms)))}); give --as an arm the campaigns ran"
+        )
+
+
 def compare(a: Side, b: Side, conf: float = 0.95, renamed: dict | None = None) -> Comparison:
     """Every runtime both sides measured in a configuration both measured, and native."""
+    _apart(a, b, renamed or {})
     sa, sb = samples(a, renamed or {}), samples(b, renamed or {})
     for s, found in ((a, sa), (b, sb)):
         if not found:

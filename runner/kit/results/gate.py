@@ -1,9 +1,11 @@
 """`kit check`: a regression gate for CI and cron, on the report's own intervals.
 
 A gate that fails on a point estimate fails on noise as often as on a change. This one
-fails (exit 1) only when the whole interval lies beyond the bound; when the interval
-straddles the bound it says "cannot tell" with a warning and passes, since the campaign
-cannot tell, and more rounds would narrow it; within the bound it passes.
+fails (EXIT_FAILED, 1) only when the whole interval lies beyond the bound; within the
+bound it passes (EXIT_OK, 0). When an interval straddles the bound, or there is none
+(too few rounds), it says "cannot tell" with a warning and exits EXIT_UNDECIDED (3): the
+campaign cannot tell, more rounds would narrow it, and a CI decides what that means
+(never a pass by default).
 """
 
 import math
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import units
-from kit.core.errors import KitError
+from kit.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNDECIDED, KitError
 from kit.core.schema import printable
 from kit.results import analysis, compare, stats
 from kit.results.findings import REFERENCE
@@ -141,5 +143,10 @@ def warnings(checked: list[Checked]) -> list[str]:
     ]
 
 
-def failed(checked: list[Checked]) -> bool:
-    return any(c.outcome == BEYOND for c in checked)
+def exit_code(checked: list[Checked]) -> int:
+    """EXIT_FAILED where any interval lies beyond its bound, else EXIT_UNDECIDED where any
+    cannot tell, else EXIT_OK: what a CI reads."""
+    outcomes = {c.outcome for c in checked}
+    if BEYOND in outcomes:
+        return EXIT_FAILED
+    return EXIT_UNDECIDED if CANNOT_TELL in outcomes else EXIT_OK

@@ -7,10 +7,15 @@ the kernel, the image's digest or the host. Those are what a centre upgrades, so
 are what a step in the ratio is read against.
 """
 
+import contextlib
+import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit import __version__
 from kit.core import columns
+from kit.core.errors import KitError
 from kit.results import analysis, catalogue, compare, selection, stats
 from kit.results.findings import REFERENCE
 from kit.results.record import Key, Trial
@@ -39,31 +44,75 @@ def _facts(rs: list[Trial]) -> dict[str, str]:
     }
 
 
+CACHED_AT = 0.95  # the confidence whose points the catalogue keeps (the default)
+
+
+def _made(conf: float) -> str:
+    """What a kept campaign's points were computed with: another kit's analysis, or
+    another confidence, computes them again."""
+    return f"kit {__version__}, confidence {conf!r}"
+
+
+def _overheads(rs: list[Trial], folder: str, conf: float) -> list[dict]:
+    """One campaign's ratio of each arm to native, per configuration, as JSON keeps it."""
+    out = []
+    for g in analysis.summarise(rs, folder, conf).groups:
+        for arm in g.arms:
+            if arm.against == REFERENCE:
+                mine = [t for t in rs if t.runtime == arm.runtime and not t.warmup]
+                ratio = dataclasses.astuple(arm.ratio) if arm.ratio else None
+                out.append({"arm": arm.runtime, "key": dataclasses.asdict(g.key), "ratio": ratio,
+                            "verdict": arm.verdict, "facts": _facts(mine)})  # fmt: skip
+    return out
+
+
+def computed(path: Path, listed: list[selection.Listed], conf: float) -> dict[int, list[dict]]:
+    """Each listed campaign's overheads (by row id): those the catalogue keeps for this
+    kit and confidence read, the others computed from their trials (and kept, at
+    CACHED_AT, where the catalogue can be written)."""
+    made = _made(conf)
+    with catalogue.opened(path) as db:
+        kept = dict(db.execute("SELECT campaign_id, points FROM overheads WHERE made = ?", (made,)))
+        todo = [c for c in listed if not isinstance(kept.get(c.id), str)]
+        trials = {c.id: selection.records(db, [c.id]) for c in todo}
+    fresh = {c.id: _overheads(trials[c.id], c.folder, conf) for c in todo}
+    if fresh and conf == CACHED_AT:
+        catalogue.remember(path, made, {i: json.dumps(v) for i, v in fresh.items()})
+    return {c.id: fresh[c.id] if c.id in fresh else json.loads(kept[c.id]) for c in listed}
+
+
+def warm(path: Path, folder: Path | None = None) -> None:
+    """Compute and keep the overheads of every campaign the catalogue does not keep yet
+    (after kit results add or rebuild; of the folder's alone, as a campaign registers),
+    so that kit history reads them. Nothing is said where it cannot (a campaign's
+    analysis refused, the catalogue unreadable): kit history says it when asked."""
+    with contextlib.suppress(KitError):
+        with catalogue.opened(path) as db:
+            listed = selection.campaigns(db, selection.Selection())
+        if folder is not None:
+            listed = [c for c in listed if c.folder == str(folder.absolute())]
+        computed(path, listed, CACHED_AT)
+
+
 def points(path: Path, sel: selection.Selection, conf: float) -> list[Point]:
     """The selected campaigns' ratios of sel.runtime's arms (R and its R@LABEL arms) to
     native, oldest first."""
-    out: list[Point] = []
-    last: dict[Key, dict[str, str]] = {}
     with catalogue.opened(path) as db:
         listed = selection.campaigns(db, sel)
-        by_id = {c.id: selection.records(db, [c.id]) for c in listed}
+    each = computed(path, listed, conf)
+    out: list[Point] = []
+    last: dict[Key, dict[str, str]] = {}
     for c in listed:
-        rs = by_id[c.id]
-        a = analysis.summarise(rs, c.folder, conf)
-        for g in a.groups:
-            for arm in g.arms:
-                name = arm.runtime
-                if arm.against != REFERENCE or name.split("@")[0] != sel.runtime:
-                    continue
-                mine = [t for t in rs if t.runtime == name and not t.warmup]
-                facts = _facts(mine)
-                before = last.get(g.key, facts)
-                changed = [
-                    f"{k} {before[k]} -> {facts[k]}" for k in WATCHED if before[k] != facts[k]
-                ]
-                last[g.key] = facts
-                out.append(Point(c.started, c.campaign, name, g.key, arm.ratio, arm.verdict,
-                                 facts, changed))  # fmt: skip
+        for p in each[c.id]:
+            name, key, facts = p["arm"], Key(**p["key"]), p["facts"]
+            if name.split("@")[0] != sel.runtime:
+                continue
+            before = last.get(key, facts)
+            changed = [f"{k} {before[k]} -> {facts[k]}" for k in WATCHED if before[k] != facts[k]]
+            last[key] = facts
+            ratio = stats.Interval(*p["ratio"]) if p["ratio"] else None
+            out.append(Point(c.started, c.campaign, name, key, ratio, p["verdict"], facts,
+                             changed))  # fmt: skip
     return out
 
 

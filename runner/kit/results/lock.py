@@ -80,30 +80,42 @@ def check_out(out_dir: Path) -> None:
     holder is seen in the kernel's list of locks (/proc/locks), which only a run that
     holds its flock is in; a dead run's note is left behind but its lock is not."""
     writable(out_dir, dry_run=True)
-    path = out_dir / LOCK_FILE
-    placed(path)
+    placed(out_dir / LOCK_FILE)
+    if note := writer(out_dir):
+        raise _in_use(out_dir, note)
+
+
+def writer(out_dir: Path, others: bool = False) -> str | None:
+    """The note of the kit run that holds the folder now (None: none does); with others,
+    None also when the holder is this process (a campaign registering itself as it ends)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(out_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return  # no lock file: no run has held the folder (or it cannot be read)
+        return None  # no lock file: no run has held the folder (or it cannot be read)
     try:
         note, inode = _note(fd), os.fstat(fd).st_ino
     finally:
         os.close(fd)
-    if note and _flocked(inode):
-        raise _in_use(out_dir, note)
+    holders = _flocked(inode) if note else set()
+    if others:
+        holders.discard(os.getpid())
+    return note if holders else None
 
 
 LOCKS = Path("/proc/locks")  # the kernel's list of the locks held now (Linux)
 
 
-def _flocked(inode: int) -> bool:
-    """Whether a process holds a flock on a file with this inode now: a line of LOCKS
-    `1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (a waiter's has `->` after `1:`).
-    Without LOCKS it is not known, so no."""
+def _flocked(inode: int) -> set[int]:
+    """The processes that hold a flock on a file with this inode now: from each line of
+    LOCKS `1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (a waiter's has `->` after
+    `1:`). Without LOCKS it is not known, so none."""
     try:
         listed = inputs.read_text(LOCKS, str(LOCKS), "", inputs.JSON_LIMIT)
     except KitError:
-        return False
+        return set()
     held = [line.split() for line in listed.splitlines()]
-    return any(f[1:2] == ["FLOCK"] and f[5].endswith(f":{inode}") for f in held if len(f) > 5)
+    return {
+        int(f[4])
+        for f in held
+        if len(f) > 5 and f[1:2] == ["FLOCK"] and f[5].endswith(f":{inode}") and f[4].isdigit()
+    }

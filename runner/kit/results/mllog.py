@@ -76,5 +76,6 @@ def export(out_dir: Path, to: Path | None) -> Path:
     paths.make_dir(folder, "--out")
     for t in records:
         name = f"trial-{t.index:05d}-{re.sub(r'[^A-Za-z0-9._-]', '_', t.runtime)}.log"
-        (folder / name).write_text("\n".join(lines(t)) + "\n")
+        # a fresh file renamed into place: a link there is replaced, never written through
+        paths.write_atomically(folder / name, "\n".join(lines(t)) + "\n")
     return folder

@@ -99,12 +99,20 @@ class Trial:
         first; a test builds one from a partial dict): a field the line lacks is unknown,
         as the class says. A key this kit does not know (a newer kit's) is left out:
         nothing here could read it (the catalogue keeps the line itself)."""
-        return cls(**{n: line.get(n, [] if n in LISTS else None) for n in FIELDS})
+        made = object.__new__(cls)  # its fields set at once: a frozen dataclass's __init__
+        known = {**BLANK, **line}  # sets each of 40 with object.__setattr__, and a catalogue
+        if len(known) > len(FIELDS):  # reads 50,000 records
+            known = {n: known[n] for n in FIELDS}
+        for name in LISTS.difference(line):  # each its own empty list
+            known[name] = []
+        made.__dict__.update(known)
+        return made
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Trial))
 LISTS = frozenset(f.name for f in dataclasses.fields(Trial) if typing.get_origin(f.type) is list)
 KEY_FIELDS = tuple(f.name for f in dataclasses.fields(Trial) if f.metadata.get("key"))
+BLANK: dict = dict.fromkeys(FIELDS)  # a field a record lacks: unknown (a list: empty)
 
 
 @dataclass(frozen=True)
@@ -241,19 +249,48 @@ class Key:
     bench_args: str = ""  # pass-through benchmark options (e.g. --precision bf16)
     steps: int | None = None  # timed steps asked for (None: a kit.trial/1 record)
     warmup_steps: int | None = None
+    # read from the benchmark's record, not a field of the trial's (DERIVED)
+    metric: str = ""  # a user's command: its figure's name, unit and direction
+    command: str = ""  # a user's command: what ran in the image, and natively
 
     def order(self) -> tuple:
         """The report's order of groups (unknown step counts first)."""
         return tuple((v is not None, v if v is not None else 0) for v in vars(self).values())
 
 
+DERIVED = ("metric", "command")  # Key's fields read from the result, after KEY_FIELDS
+
+
+def measured_as(result: dict | None) -> dict[str, str]:
+    """What a user's command's figure is (its name, unit and direction) and the command
+    lines that printed it, as text ("" for kit's benchmarks, whose name says both): two
+    commands, or one figure read two ways, are never one configuration."""
+    declared = (result or {}).get("metric")
+    ran = (result or {}).get("command")
+    metric = ""
+    if isinstance(declared, dict):
+        way = "higher" if declared.get("higher_is_better") is True else "lower"
+        metric = f"{declared.get('name')} in {declared.get('unit') or '-'}, {way} is better"
+    command = ""
+    if isinstance(ran, dict):
+        command = " | native: ".join(
+            " ".join(str(x) for x in ran.get(side) or []) for side in ("argv", "native_argv")
+        )
+    return {"metric": metric, "command": command}
+
+
 def key_values(t: Trial) -> dict:
-    """A record's key fields (KEY_FIELDS) as the analysis compares them, either schema's: a
-    kit.trial/1 record's unknown steps are None, its variant and data what they were then;
-    option lists are compared as text, launchers as launched_by tells them apart."""
-    return {name: getattr(t, name) for name in KEY_FIELDS} | {
-        "variant": t.variant or "cpu",
-        "data": t.data or (t.result or {}).get("data", "synthetic"),
-        "bench_args": " ".join(t.bench_args),
-        "launcher": launched_by(t),
-    }
+    """A record's key fields (KEY_FIELDS, then DERIVED) as the analysis compares them,
+    either schema's: a kit.trial/1 record's unknown steps are None, its variant and data
+    what they were then; option lists are compared as text, launchers as launched_by tells
+    them apart."""
+    return (
+        {name: getattr(t, name) for name in KEY_FIELDS}
+        | {
+            "variant": t.variant or "cpu",
+            "data": t.data or (t.result or {}).get("data", "synthetic"),
+            "bench_args": " ".join(t.bench_args),
+            "launcher": launched_by(t),
+        }
+        | measured_as(t.result)
+    )

@@ -141,7 +141,6 @@ def two_sample_shift_ci(x: list[float], y: list[float], conf: float = 0.95) -> I
     Mann-Whitney interval: exact when x and y differ by a shift only."""
     if not x or not y:
         raise ValueError("no values")
-    diffs = sorted(a - b for a in x for b in y)
     m, n = sorted((len(x), len(y)))
     if m * n <= 10_000:
         j, coverage = _depth(_rank_sum_cdf(m, n), conf)
@@ -149,7 +148,49 @@ def two_sample_shift_ci(x: list[float], y: list[float], conf: float = 0.95) -> I
         z = NormalDist().inv_cdf(0.5 + conf / 2)
         half = z * math.sqrt(m * n * (m + n + 1) / 12)
         j, coverage = max(0, math.floor(m * n / 2 - half)), conf
-    return Interval(statistics.median(diffs), diffs[j], diffs[-1 - j], coverage, conf)
+    total = m * n
+    middle = [(total - 1) // 2, total // 2]  # the median: one value, or the mean of two
+    if total <= ALL_DIFFERENCES:
+        diffs = sorted(a - b for a in x for b in y)
+        low, high, *mid = (diffs[k] for k in (j, total - 1 - j, *middle))
+    else:  # 5,000 rounds a side: 25 million differences, minutes to sort
+        low, high, *mid = _ranked_differences(x, y, [j, total - 1 - j, *middle])
+    return Interval((mid[0] + mid[1]) / 2, low, high, coverage, conf)
+
+
+ALL_DIFFERENCES = 250_000  # up to this many, sorted; past it, each rank is found alone
+
+
+def _ranked_differences(x: list[float], y: list[float], ranks: list[int]) -> list[float]:
+    """The differences x_i - y_j of the given ranks (0-based, ascending), exactly as
+    sorting them all would give, without forming them: each by bisection on the value,
+    counting the differences at or below it (numpy's searchsorted over the sorted y),
+    until few enough are left between the bounds to list and sort (O((m + n) log) each)."""
+    import numpy as np  # only here: its import costs what a small comparison takes
+
+    xs, ys = np.sort(np.asarray(x, dtype=float)), np.sort(np.asarray(y, dtype=float))
+    few = 4 * (len(xs) + len(ys))
+
+    def at_most(v: float) -> int:  # how many x_i - y_j <= v, i.e. y_j >= x_i - v
+        return int(len(ys) * len(xs) - np.searchsorted(ys, xs - v, side="left").sum())
+
+    out = []
+    for r in ranks:
+        lo, hi = float(xs[0] - ys[-1]) - 1.0, float(xs[-1] - ys[0])
+        below, upto = 0, len(xs) * len(ys)
+        while upto - below > few:
+            mid = lo + (hi - lo) / 2
+            if not lo < mid < hi:  # no float between: ties, listed as they are
+                break
+            c = at_most(mid)
+            lo, below, hi, upto = (lo, below, mid, c) if c > r else (mid, c, hi, upto)
+        starts = np.searchsorted(ys, xs - hi, side="left")  # y_j >= x_i - hi: x_i - y_j <= hi
+        ends = np.searchsorted(ys, xs - lo, side="left")  # y_j < x_i - lo: x_i - y_j > lo
+        listed = np.concatenate(
+            [xs[i] - ys[a:b] for i, (a, b) in enumerate(zip(starts, ends, strict=True)) if b > a]
+        )
+        out.append(float(np.sort(listed)[r - below]))
+    return out
 
 
 def _exp(iv: Interval) -> Interval:

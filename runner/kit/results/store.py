@@ -231,6 +231,8 @@ def checked(text: str, cut: bool = False) -> tuple[dict, str | None]:
         record = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return {}, "cut short (an interrupted write)" if cut else "not a JSON line"
+    if inputs.LONE_ESCAPE.search(text):  # only then worth a walk through the record
+        record = inputs.whole(record)
     bad: list[str] = []
     if NOT_A_NUMBER.search(text):  # only then worth a walk through the record
         _finite(record, "", bad)

@@ -13,12 +13,20 @@ from kit.core.log import logger
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
-from kit.results import catalogue, store
+from kit.results import catalogue, history, store
 from kit.results.record import Trial
 from kit.run import progress, trial
-from kit.run.plan import Design, Options, auto_min_time, seconds_left, short_budget, stop_reason
+from kit.run.plan import (
+    Design,
+    Options,
+    auto_min_time,
+    next_trial,
+    seconds_left,
+    short_budget,
+    stop_reason,
+)
 from kit.runtimes import Prepared, Runtime, gpu
-from kit.runtimes.base import user_env
+from kit.runtimes.base import check_env, user_env
 
 log = logger(__name__)
 
@@ -51,6 +59,8 @@ def register(out_dir: Path) -> None:
             f"kit: warning: campaign not registered in the catalogue {path}: {e}; "
             f"kit results add {out_dir} registers it later"
         )
+    else:
+        history.warm(path, out_dir)  # its overheads, for kit history
 
 
 def mpirun_for(recipe: Recipe, override: str | None) -> str:
@@ -119,6 +129,7 @@ def preflight(
                 f"image '{recipe.name}' has no benchmark '{c.bench}' "
                 f"(has: {', '.join(recipe.benchmarks)})"
             )
+    check_env(user_env())  # what every trial starts with: refused now, not at a trial
     launcher = launcher or launcher_for(opts, recipe, out_dir)
     mpirun = mpirun_for(recipe, opts.mpirun)
     launcher.check(recipe, [c.ranks for c in design.configs], mpirun)
@@ -183,7 +194,7 @@ def execute(
 
     try:  # registered however it ends: finished, stopped, interrupted or failed
         while (why := stop_reason(design, records, r, spent())) is None:
-            left = seconds_left(design, records, r, spent())
+            eta = seconds_left(design, records, r, spent())  # the progress line's end
             if r == max(design.warmups, 1) and (short := short_budget(design, spent(), r)):
                 log.info(f"campaign {campaign}: {short}")
             if r == design.warmups and context.opts.auto_min_time:
@@ -194,15 +205,25 @@ def execute(
                 i = r * per_round + k
                 if i in done:
                     continue
+                why, left = next_trial(design, records, r, spent(), p.runtime)
+                if why is not None:
+                    break
                 t_trial = time.monotonic()
                 rt = by_arm[p.runtime]
-                filed = trial.run(context, rt, prepared[p.runtime], versions[p.runtime], p, i)
+                ctx = context  # its timeout capped by what is left of the budget
+                if left is not None and left < context.opts.timeout:
+                    ctx = dataclasses.replace(
+                        context, opts=dataclasses.replace(context.opts, timeout=left)
+                    )
+                filed = trial.run(ctx, rt, prepared[p.runtime], versions[p.runtime], p, i)
                 records.append(filed)
                 own_s += time.monotonic() - t_trial - (filed.wall_s or 0.0)
                 ran += 1
-                progress.say(ran, total, filed, time.monotonic() - t_start, r, left)
+                progress.say(ran, total, filed, time.monotonic() - t_start, r, eta)
                 if filed.status == "interrupted":
                     raise KeyboardInterrupt
+            if why is not None:
+                break
             r += 1
     finally:
         if ran:

@@ -197,11 +197,7 @@ def stop_reason(
     if t is not None and rounds_done > 0:
         per_round = spent_s / rounds_done
         if spent_s + per_round > t.budget_s:
-            a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
-            return (
-                f"budget {units.minutes(t.budget_s)} spent after {rounds_done} rounds, precision "
-                f"±{t.precision:.1%} not reached ({_widths(a) or 'no comparison yet'})"
-            )
+            return _spent(t, records, f"after {rounds_done} rounds")
     if rounds_done < design.warmups + design.repeats:
         return None
     if t is None:
@@ -231,6 +227,42 @@ def seconds_left(
         return budget_left
     needs = max(precision.rounds_for(arm.ratio, arm.rounds, t.precision) for arm in paired)
     return min(budget_left, max(0, needs - measured) * spent_s / rounds_done)
+
+
+def _spent(t: Target, records: list[Trial], when: str) -> str:
+    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    return (
+        f"budget {units.minutes(t.budget_s)} spent {when}, precision ±{t.precision:.1%} not "
+        f"reached ({_widths(a) or 'no comparison yet'})"
+    )
+
+
+RECENT = 3  # an arm's last trials, whose longest says how long its next one takes
+
+
+def next_trial(
+    design: Design, records: list[Trial], rounds_done: int, spent_s: float, arm: str
+) -> tuple[str | None, float | None]:
+    """Before each trial of a campaign with a budget: why not to start it (it would end
+    past the budget, by the longest of its arm's last RECENT measured trials, else of any
+    arm's), else the seconds left, which cap its own timeout. A round's check alone let a
+    slow round run on past the budget: a 40 s budget took 106 s, and after a trial that
+    timed out at 600 s of a 10-minute budget the next trial of the round started.
+    (None, None) without a budget."""
+    t = design.target
+    if t is None:
+        return None, None
+    left = t.budget_s - spent_s
+    walls = [(r.runtime, r.wall_s) for r in records if r.wall_s is not None and r.wall_s > 0]
+    mine = [w for rt, w in walls if rt == arm][-RECENT:]
+    expect = max(mine or [w for _, w in walls[-RECENT:]] or [0.0])
+    if left <= 0 or expect > left:
+        at = f"after {rounds_done} rounds" if not expect else (
+            f"after {rounds_done} rounds (the next trial, {arm}, takes about {expect:.0f} s; "
+            f"{max(left, 0):.0f} s were left)"
+        )  # fmt: skip
+        return _spent(t, records, at), None
+    return None, left
 
 
 def comparisons(design: Design) -> int:

@@ -37,13 +37,14 @@ def check(q: RunRequest) -> presets.Preset:
     if flag := given(q, options.CAMPAIGN, options.KIT_BENCH, options.COMMAND):
         raise KitError(f"--preset {q.preset} sets the campaign's options; drop {flag}")
     p = presets.load(q.preset)
+    listed = "--hosts" if q.hosts is not None else "--hostfile"  # the one given
     if _across(q) and q.full:
         raise KitError(
-            "--full runs the study's sizes as Slurm jobs, not over a host list: drop --hosts, "
+            f"--full runs the study's sizes as Slurm jobs, not over a host list: drop {listed}, "
             "and give --slurm-config a file with tasks_per_node = 1 for one rank a node"
         )
     if _across(q) and not any(leg.hosts for leg in p.legs):
-        raise KitError(f"preset {p.name} has no leg that runs across nodes; drop --hosts")
+        raise KitError(f"preset {p.name} has no leg that runs across nodes; drop {listed}")
     if q.slurm_config is not None and not q.full:
         raise KitError("--slurm-config goes with --full, whose legs are Slurm jobs")
     return p

@@ -1,11 +1,13 @@
 """`kit run` of one campaign: its request checked, then its plan printed (--dry-run), its
 sbatch scripts written (--emit), or its trials run in its results folder, held."""
 
+import contextlib
 import signal
 import sys
+from pathlib import Path
 
 from kit.core import jsonout, paths
-from kit.core.errors import RunFailed
+from kit.core.errors import KitError, RunFailed
 from kit.core.log import logger
 from kit.results import lock, store
 from kit.run import campaign, orphans, plan, request, sbatch
@@ -39,6 +41,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
             print(path)
         return
     signal.signal(signal.SIGTERM, _interrupt)
+    made = not out.exists()
     with lock.held(out):
         campaign_id, done = store.open_campaign(out, c.spec, q.resume)
         if q.resume:  # its killed run's trials may still run: none beside the first trial
@@ -50,7 +53,26 @@ def run(q: RunRequest, checked: Campaign) -> None:
         except RunFailed:
             print(out)
             raise
+        except KitError:  # refused before its first trial (preflight, preparing)
+            if not q.resume:
+                _unstarted(out, made)
+            raise
     print(out)
+
+
+def _unstarted(out: Path, made: bool) -> None:
+    """A campaign refused before it recorded anything leaves nothing behind (its
+    campaign.json, an empty trials file, its lock: a later run there was told to
+    --resume a campaign that never ran); a trials file holding anything is kept whole."""
+    trials = out / store.FILE
+    if not trials.is_file() or trials.stat().st_size:
+        return
+    for name in (store.FILE, store.SPEC_FILE, lock.LOCK_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (out / name).unlink()
+    for folder in (out / store.LOGS, *([out] if made else [])):
+        with contextlib.suppress(OSError):  # not empty, or not there: kept
+            folder.rmdir()
 
 
 def _interrupt(_sig: int, _frame: object) -> None:

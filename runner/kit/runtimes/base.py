@@ -286,6 +286,32 @@ UCX_SHM_NOTE = (
 )
 
 
+ARG_STRLEN = 32 * 4096  # Linux's MAX_ARG_STRLEN: the most one argument or NAME=VALUE holds
+ENV_BYTES = 512 << 10  # all the variables together: a quarter of the usual 2 MiB ARG_MAX,
+# the rest for the engine's and mpirun's own arguments and the variables they add
+
+
+def check_env(env: dict[str, str]) -> None:
+    """A KitError naming a variable the trials start with that no program could be
+    started with (execve's "argument list too long": the Docker trial failed with it and
+    an empty cause, after the native trial had run), found before the first trial."""
+    sizes = {k: len(f"{k}={v}".encode(errors="surrogateescape")) + 1 for k, v in env.items()}
+    for name, n in sizes.items():
+        if n > ARG_STRLEN:
+            raise KitError(
+                f"the variable {schema.printable(name[:64])} holds {n} bytes, more than the "
+                f"{ARG_STRLEN} one variable may hold in a program's start (Linux's "
+                "MAX_ARG_STRLEN); unset or shorten it before kit run"
+            )
+    if (total := sum(sizes.values())) > ENV_BYTES:
+        largest = sorted(sizes, key=lambda k: -sizes[k])[:3]
+        raise KitError(
+            f"the variables trials start with hold {total} bytes (largest: "
+            f"{schema.printable(', '.join(x[:64] for x in largest))}), more than the {ENV_BYTES} "
+            "kit leaves room for beside a runtime's own arguments; unset some before kit run"
+        )
+
+
 def user_env() -> dict[str, str]:
     """The environment trials start with, the same for every runtime: identity, locale
     and the thread/BLAS/MPI settings a user may tune, nothing else from the host."""

@@ -293,3 +293,21 @@ def test_use_marks_and_stamps_the_folder_and_tolerates_a_cache_it_cannot_write(
     marks.use(Path("/proc/no/such/folder"))  # no error: used unmarked
     for fd in marks._held.values():
         os.close(fd)
+
+
+def test_a_cache_that_is_a_file_is_named_not_listed_as_empty(tmp_path, monkeypatch, capsys):
+    """KIT_CACHE a file, or its images a file: kit cache ls said "0 image folders", exit 0."""
+    from kit import cli
+    from kit.image import engine
+
+    monkeypatch.setattr(engine, "image_ids", lambda: None)  # no engine asked (it is cached)
+    for made in ("cache", "cache/images"):
+        monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+        (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / made).write_text("")
+        assert cli.main(["cache", "ls"]) == 2
+        assert capsys.readouterr().err == (
+            f"kit: error: the cache's folder {tmp_path / made} is a file, not a folder; move "
+            "it away, or set KIT_CACHE to a folder\n"
+        )
+        (tmp_path / made).unlink()

@@ -186,3 +186,15 @@ def test_a_binary_file_is_one_line(tmp_path):
     assert str(e.value) == (
         f"'{tmp_path / 'Dockerfile'}': not UTF-8 text (byte 16); give a Dockerfile (UTF-8 text)"
     )
+
+
+def test_a_control_character_is_refused_not_copied_into_the_definition(tmp_path):
+    """kit import copied NUL and \\x01 bytes into the definition."""
+    (tmp_path / "Dockerfile").write_text("FROM debian\nRUN echo a\x00b\x01\n")
+    with pytest.raises(KitError) as e:
+        importer.write(tmp_path / "Dockerfile", "x", None, None)
+    assert str(e.value) == (
+        f"'{tmp_path / 'Dockerfile'}' line 2 holds the control character '\\x00'; a "
+        "Dockerfile is text: remove it"
+    )
+    assert not (tmp_path / "x.def").exists()

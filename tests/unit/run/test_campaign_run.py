@@ -1,6 +1,7 @@
 """The campaign loop driven with a runtime and a launcher that start nothing: rounds in
 their seeded order, warm-up, resume, each way a trial can end, and the precision rule."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -245,3 +246,58 @@ def test_a_result_holding_nan_is_filed_failed_naming_it_and_the_campaign_goes_on
     assert [r["status"] for r in recs] == ["ok", "ok", "failed", *["ok"] * 5]
     assert recs[2]["cause"] == "not a JSON number (filed as null): result.loss[1]"
     assert recs[2]["result"]["loss"] == [2.3, None]
+
+
+def test_a_run_refused_before_its_first_trial_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A real run refused after a dry run passed (an engine not there, a runtime that
+    cannot prepare) left campaign.json, an empty trials.jsonl and a lock behind: the next
+    run there was told to --resume a campaign that never ran."""
+    from types import SimpleNamespace
+
+    from kit.core.errors import KitError
+    from kit.run import start
+
+    def refused(*_args) -> None:
+        raise KitError("docker: no engine answers")
+
+    monkeypatch.setattr(start.request, "prepare", lambda q, c, plan_only: c)
+    monkeypatch.setattr(start.campaign, "execute", refused)
+    checked = SimpleNamespace(spec={"runtimes": ["native"]}, recipe=None, variant="cpu",
+                              runtimes=[], design=None, opts=None)  # fmt: skip
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    for out in (tmp_path / "new", kept):
+        q = SimpleNamespace(out=out, emit=None, dry_run=False, resume=False)
+        with pytest.raises(KitError, match="no engine answers"):
+            start.run(q, checked)
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]
+
+
+class Slow(Scripted):
+    """Each trial takes 30 s by its record (no time passes), each timeout it was given kept."""
+
+    def run(self, rt, prep, job, env, timeout, title) -> launchers.Launched:
+        self.timeouts = [*getattr(self, "timeouts", []), timeout]
+        launched = super().run(rt, prep, job, env, timeout, title)
+        outcome = dataclasses.replace(launched.outcome, wall_s=30.0)
+        return launchers.Launched(launched.argv, outcome)
+
+
+def test_the_next_trial_starts_only_if_its_arms_times_say_it_ends_inside_the_budget(
+    tmp_path, capsys
+):
+    """A 40 s budget on ResNet-50 took 106 s: the budget was checked between rounds only,
+    and a trial's own timeout was the 600 s default whatever was left."""
+    launcher = Slow()
+    run(tmp_path, launcher, target=plan.Target(0.02, 40.0))
+    assert len(launcher.started) == 1 and 0 < launcher.timeouts[0] <= 40.0
+    assert "budget 0.67 min spent after 0 rounds (the next trial, native, takes about 30 s;" in (
+        capsys.readouterr().err
+    )
+    roomy = Slow()
+    with contextlib.suppress(RunFailed):  # whether an arm measured, the budget's to say
+        run(tmp_path / "roomy", roomy, target=plan.Target(0.02, 125.0))
+    assert len(roomy.started) == 4  # then a round of 60 s would end at 180
+    assert [round(x) for x in roomy.timeouts] == [125, 95, 65, 35]  # what was left of it

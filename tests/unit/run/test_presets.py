@@ -236,6 +236,11 @@ def test_preset_options_are_its_own(capsys):
     assert "names its own images; drop 'pytorch-mpich'" in capsys.readouterr().err
     assert cli.main(["run", "pytorch-mpich", "--full"]) == 2
     assert "--full goes with --preset NAME" in capsys.readouterr().err
+    # the host list's option as given: --hostfile /dev/zero was told to drop --hosts
+    assert cli.main(["run", "--preset", "nchc2019-runtimes", "--hostfile", "/dev/zero"]) == 2
+    assert capsys.readouterr().err == (
+        "kit: error: preset nchc2019-runtimes has no leg that runs across nodes; drop --hostfile\n"
+    )
 
 
 def runtimes_campaign(out, singularity_over_docker: float, noise: float, rounds: int = 10):

@@ -232,3 +232,23 @@ def test_each_runtime_names_its_helpers_as_proc_gives_their_names():
     for rt in ("singularity", "charliecloud"):
         assert "squashfuse_ll" in runtimes.get(rt).helpers
     assert runtimes.get("native").helpers == ()
+
+
+def test_a_variable_no_program_could_start_with_is_refused_before_the_first_trial(
+    monkeypatch,
+):
+    """5 MB of OMP_* variables: the native trial ran, the Docker trial failed with
+    "argument list too long" and an empty cause."""
+    monkeypatch.setenv("OMP_HUGE", "x" * base.ARG_STRLEN)
+    with pytest.raises(KitError) as one:
+        base.check_env(base.user_env())
+    assert str(one.value) == (
+        f"the variable OMP_HUGE holds {base.ARG_STRLEN + 10} bytes, more than the "
+        f"{base.ARG_STRLEN} one variable may hold in a program's start (Linux's "
+        "MAX_ARG_STRLEN); unset or shorten it before kit run"
+    )
+    monkeypatch.delenv("OMP_HUGE")
+    for i in range(8):
+        monkeypatch.setenv(f"OMP_BIG{i}", "x" * (base.ARG_STRLEN // 2))
+    with pytest.raises(KitError, match=r"hold \d+ bytes \(largest: OMP_BIG"):
+        base.check_env(base.user_env())
