@@ -139,6 +139,7 @@ def test_doctor_exits_by_what_the_runtimes_need(ok, code, monkeypatch, capsys):
 
 def test_results_commands_exit_0_done_1_beyond_2_a_mistake(tmp_path, capsys):
     d = campaign_folder(tmp_path / "d", "c1", 16, {"native": 1.0, "docker": 0.9}, seed=7)
+    d2 = campaign_folder(tmp_path / "d2", "c2", 16, {"native": 1.0, "docker": 0.9}, seed=8)
     db = str(tmp_path / "results.db")
     for argv in (
         ["report", str(d)],
@@ -146,7 +147,7 @@ def test_results_commands_exit_0_done_1_beyond_2_a_mistake(tmp_path, capsys):
         ["results", "add", str(d), "--catalogue", db],
         ["results", "ls", "--catalogue", db],
         ["history", "pytorch-mpich", "--runtime", "docker", "--catalogue", db],
-        ["compare", str(d), str(d)],
+        ["compare", str(d), str(d2)],
         ["check", str(d), "--max-overhead", "docker=20%"],
         ["presets"],
     ):

@@ -67,6 +67,7 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
     for key, days in (("a", 40), ("b", 1)):  # two image folders: prune removes one
         make(tmp_path / "cache", "pytorch-mpich", key, days, sif=0.001)
     d = campaign_folder(tmp_path / "d", "c1", 8, {"native": 1.0, "docker": 0.9}, seed=7)
+    d2 = campaign_folder(tmp_path / "d2", "c2", 8, {"native": 1.0, "docker": 0.9}, seed=8)
     db = str(tmp_path / "results.db")
     (tmp_path / "Dockerfile").write_text("FROM debian:12\nRUN true\nUSER nobody\n")
     monkeypatch.setattr(engine, "image_ids", lambda: set())
@@ -96,7 +97,7 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
         "results add": ["results", "add", str(d), "--catalogue", db],
         "results ls": ["results", "ls", "--catalogue", db],
         "results rebuild": ["results", "rebuild", "--catalogue", db],
-        "compare": ["compare", str(d), str(d)],
+        "compare": ["compare", str(d), str(d2)],
         "check": ["check", str(d), "--max-overhead", "docker=20%"],
         "history": ["history", "pytorch-mpich", "--runtime", "docker", "--catalogue", db],
         "export": ["export", str(d)],
