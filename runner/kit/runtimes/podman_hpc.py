@@ -159,17 +159,13 @@ class PodmanHpc(Runtime):
         "one container per rank: the host's mpirun starts one podman-hpc run per rank",
     )
 
+    # its own version, without the side effect of its first call: a squash store made at
+    # $SCRATCH/storage (or /tmp/storage) when the one it is given does not exist
+    version_argv = ("--squash-dir", "/dev/null", "infohpc")
+
     def version(self) -> str:
         """podman-hpc's own version and the Podman it drives."""
-        env = {**os.environ, **dict(site_env(site_dir()))}
-        try:
-            out = subprocess.run(
-                [self.client(), "infohpc"], capture_output=True, text=True, env=env, timeout=60
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
-        own = next((x.split(":", 1)[1].strip() for x in out.splitlines() if "Version" in x), "")
-        return f"podman-hpc {own or 'unknown'}, {base.tool_version(['podman', '--version'])}"
+        return f"{super().version()} ({base.tool_version(['podman', '--version'])})"
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         """Migrate the image unless the squash store holds this very one; the site's MPI
@@ -187,9 +183,15 @@ class PodmanHpc(Runtime):
             base.in_image(ref, art.digest), env=env, files=(mpich,) if mpich else ()
         )
 
+    def client_argv(self) -> list[str]:
+        """podman-hpc with the site's environment on its command line: what a host asked
+        over ssh (or a clean-up, outside a trial's environment) runs."""
+        return ["env", *(f"{k}={v}" for k, v in site_env(site_dir())), self.tool]
+
     def identity(self, prep: Prepared) -> list[str]:
         """The image id the squash store holds under the tag."""
-        return [self.tool, "images", "--format", "{{.Id}}", "--filter", f"reference={prep.ref}"]
+        query = ["images", "--no-trunc", "--format", "{{.Id}}", "--filter", f"reference={prep.ref}"]
+        return [*self.client_argv(), *query]
 
     def head(self) -> list[str]:
         return [self.tool, "run"]
@@ -203,7 +205,19 @@ class PodmanHpc(Runtime):
         return [*argv[:at], *more, *argv[at:]]
 
     def leftovers(self, job: Job) -> base.Leftovers:
-        return base.rank_containers(self.tool, job)
+        """A trial's containers (a rank's, or a node's shared one: both carry its label)."""
+        label = f"label={base.TRIAL_LABEL}={job.name}"
+        client = self.client_argv()
+        return base.Leftovers(
+            [*client, "ps", "--all", "--quiet", "--filter", label], [*client, "rm", "--force"]
+        )
+
+    def cleanup(self, job: Job) -> None:
+        """What the trial's ranks left here (a killed client's container)."""
+        left = self.leftovers(job)
+        ids = subprocess.run(left.find, capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run([*left.remove, *ids], capture_output=True)
 
 
 class PodmanHpcShared(PodmanHpc):

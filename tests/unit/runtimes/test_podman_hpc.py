@@ -189,3 +189,21 @@ def test_a_failed_migration_says_so(tmp_path, monkeypatch):
     art = convert.Artifacts("sha256:" + "a" * 64, tmp_path)
     with pytest.raises(KitError, match="left no image"):
         podman_hpc.migrate("localhost/kit/x:1", art, env)
+
+
+def test_hosts_asked_over_ssh_get_the_sites_environment_on_the_command_line(prep, monkeypatch):
+    """ssh carries no environment: the identity and the clean-up name the site themselves."""
+    monkeypatch.setenv("KIT_CACHE", "/c")
+    rt = runtimes.get("podman-hpc-shared")
+    site = [
+        "env", "PODMANHPC_CONFIG_FILE=/c/podman-hpc/podman_hpc.yaml",
+        "SQUASH_DIR=/c/podman-hpc/squash", "CONTAINERS_CONF=/c/podman-hpc/containers.conf",
+        "podman-hpc",
+    ]  # fmt: skip
+    assert rt.identity(prep) == [
+        *site, "images", "--no-trunc", "--format", "{{.Id}}", "--filter",
+        "reference=localhost/kit/x:1",
+    ]  # fmt: skip
+    left = rt.leftovers(job())
+    assert left.find == [*site, "ps", "--all", "--quiet", "--filter", "label=kit.trial=kit-abc-3"]
+    assert left.remove == [*site, "rm", "--force"]
