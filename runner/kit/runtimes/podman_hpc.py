@@ -14,6 +14,7 @@ the image, which Debian does not ship; migrate then files the image's records.
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -41,7 +42,6 @@ LOCAL_RANK = {
 EXEC_ENV = ("PMI_*", "MPI_LOCAL*", "OMPI_*", "PMIX_*", "SLURM_*", "KIT_TRIAL")
 MPI_MODULE = "mpi"  # the site module's flag (NERSC's name): the host's MPICH-ABI library
 GPU_MODULE = "gpu"  # NERSC's: the driver's libraries and devices (a cuda variant's trials)
-RUN_OPTIONS = ("--userns=keep-id", "--network=host", "--ipc=host", "--pid=host")
 
 
 def site_dir() -> Path:
@@ -55,7 +55,7 @@ def site_files(root: Path, mpich: str | None) -> dict[str, str]:
     MPI module binds mpich (the host's staged MPICH-ABI library) where the image's
     LD_LIBRARY_PATH finds it first; without one there is no such module."""
     site = {
-        "podman_bin": "podman",
+        "podman_bin": shutil.which("podman") or "/usr/bin/podman",  # it execs it: a path
         "modules_dir": str(root / "modules.d"),
         "graph_root": str(root / "graph"),
         "run_root": str(root / "run"),
@@ -154,7 +154,9 @@ class PodmanHpc(Runtime):
         "squashfuse under fuse-overlayfs)",
         "site configuration written by kit: graph and squash store in the job user's cache, "
         "host network (containers.conf)",
-        "--userns=keep-id --network=host --ipc=host --pid=host (as Podman's rank containers)",
+        "--network=host --ipc=host --pid=host (as Podman's rank containers); root inside, the "
+        "caller outside (podman-hpc's way: --userns=keep-id needs a writable copy of the image, "
+        "which the squashed store cannot give)",
         base.UCX_SHM_NOTE,
         "one container per rank: the host's mpirun starts one podman-hpc run per rank",
     )
@@ -199,7 +201,7 @@ class PodmanHpc(Runtime):
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """One rank: its own container (base.rank_container), given the rank's PMI socket
         from MPICH's Hydra (podman-hpc passes it in as fd 3) and Open MPI's rank variables."""
-        argv = base.rank_container([*self.head(), *RUN_OPTIONS[:1]], prep, job)
+        argv = base.rank_container(self.head(), prep, job)
         at = argv.index("KIT_TRIAL") + 1
         more = [x for k in ("PMI_FD", "PMI_RANK", "OMPI_*", "PMIX_*") for x in ("-e", k)]
         return [*argv[:at], *more, *argv[at:]]

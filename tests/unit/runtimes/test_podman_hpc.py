@@ -44,7 +44,7 @@ def test_one_container_per_rank(prep):
     (podman-hpc passes it in as fd 3) and Open MPI's rank variables."""
     rt = runtimes.get("podman-hpc")
     assert rt.command(prep, job()) == [
-        "mpirun.mpich", "-np", "2", "podman-hpc", "run", "--userns=keep-id", *RANK,
+        "mpirun.mpich", "-np", "2", "podman-hpc", "run", *RANK,
         "--cpus=1.5", "localhost/kit/x:1", *PROG,
     ]  # fmt: skip
     assert (rt.launcher(2), rt.ranks_inside, rt.host_list) == ("mpirun", False, True)
@@ -52,10 +52,10 @@ def test_one_container_per_rank(prep):
 
 def test_shared_run_one_container_per_node(prep):
     rt = runtimes.get("podman-hpc-shared")
-    assert rt.command(prep, job())[:6] == [
-        "mpirun.mpich", "-np", "2", "podman-hpc", "shared-run", "--userns=keep-id",
+    assert rt.command(prep, job())[:5] == [
+        "mpirun.mpich", "-np", "2", "podman-hpc", "shared-run",
     ]  # fmt: skip
-    assert rt.command(prep, job())[6:] == [*RANK, "--cpus=1.5", "localhost/kit/x:1", *PROG]
+    assert rt.command(prep, job())[5:] == [*RANK, "--cpus=1.5", "localhost/kit/x:1", *PROG]
     assert "shared-run" in rt.settings[-1]
 
 
