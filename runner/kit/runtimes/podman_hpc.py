@@ -132,7 +132,7 @@ def top_layer(store: Path, image_id: str) -> str:
 
 class PodmanHpc(Runtime):
     name = "podman-hpc"
-    product = "podman-hpc"
+    product = "Podman-HPC"  # as it names itself (infohpc)
     summary = "podman-hpc on the image migrated to its squashed store, one container per rank"
     runs = "squashfs"  # and the docker-save archive it loads before migrating
     host_list = True
