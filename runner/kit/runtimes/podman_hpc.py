@@ -34,12 +34,11 @@ VERSION = "1.2.2"  # the pinned release ci/provision installs
 # shared-run reads to let the node's first rank start the container and the last stop it
 LOCAL_RANK = {
     "mpich": ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    "openmpi": ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     "srun": ("SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"),
 }
 # what an exec'd rank gets of its launcher's environment (the container's own is the
-# node's first rank's): PMI, Hydra's and Open MPI's local ranks, PMIx, Slurm's, kit's
-EXEC_ENV = ("PMI_*", "MPI_LOCAL*", "OMPI_*", "PMIX_*", "SLURM_*", "KIT_TRIAL")
+# node's first rank's): PMI, Hydra's local ranks, Slurm's, kit's
+EXEC_ENV = ("PMI_*", "MPI_LOCAL*", "SLURM_*", "KIT_TRIAL")
 MPI_MODULE = "mpi"  # the site module's flag (NERSC's name): the host's MPICH-ABI library
 GPU_MODULE = "gpu"  # NERSC's: the driver's libraries and devices (a cuda variant's trials)
 
@@ -172,6 +171,13 @@ class PodmanHpc(Runtime):
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         """Migrate the image unless the squash store holds this very one; the site's MPI
         module binds the host's MPICH-ABI library when the host has one."""
+        if recipe.mpi.flavour not in LOCAL_RANK:
+            raise KitError(
+                f"runtime 'podman-hpc' runs MPICH images here, not {recipe.name} "
+                f"({recipe.mpi.flavour}): Open MPI's ranks in its containers do not reach "
+                "mpirun's PMIx server, whose session folder and shared datastore are the "
+                "host's; run it under singularity or charliecloud"
+            )
         try:
             mpich = apptainer.staged(apptainer.host_library(FLAVOURS["mpich"].library))
         except KitError:
@@ -200,11 +206,10 @@ class PodmanHpc(Runtime):
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """One rank: its own container (base.rank_container), given the rank's PMI socket
-        from MPICH's Hydra (podman-hpc passes it in as fd 3) and Open MPI's rank variables."""
+        from MPICH's Hydra or srun (podman-hpc passes it in as fd 3)."""
         argv = base.rank_container(self.head(), prep, job)
         at = argv.index("KIT_TRIAL") + 1
-        more = [x for k in ("PMI_FD", "PMI_RANK", "OMPI_*", "PMIX_*") for x in ("-e", k)]
-        return [*argv[:at], *more, *argv[at:]]
+        return [*argv[:at], "-e", "PMI_FD", "-e", "PMI_RANK", *argv[at:]]
 
     def leftovers(self, job: Job) -> base.Leftovers:
         """A trial's containers (a rank's, or a node's shared one: both carry its label)."""
