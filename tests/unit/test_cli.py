@@ -61,7 +61,7 @@ def kit(*args, env=None):
             ["run", "pytorch2-mpich", "--hosts", "n1,n2", "--runtime", "shifter", "--dry-run"],
             "kit: error: runtime 'shifter' is not run by kit on hosts it reaches over ssh; --hosts "
             "runs the runtimes whose ranks the launcher starts on each host: charliecloud, docker, "
-            "native, podman, singularity, singularity-bind",
+            "native, podman, podman-hpc, podman-hpc-shared, singularity, singularity-bind",
         ),
         (
             ["run", "pytorch2-mpich", "--hosts", "n1", "--launcher", "slurm", "--dry-run"],
@@ -255,8 +255,8 @@ def test_help_names_every_container_runtime_the_registry_has():
 
     line = kit("--help").stdout.split("\n\n")[1]
     products = {cls.product for cls in runtimes.RUNTIMES.values() if cls.product}
-    assert products >= {"Apptainer", "Charliecloud", "Docker", "Podman", "Shifter"}
-    assert all(p in line for p in products) and line.endswith("Podman and Shifter.")
+    assert products >= {"Apptainer", "Charliecloud", "Docker", "Podman", "Podman-HPC", "Shifter"}
+    assert all(p in line for p in products) and line.endswith("Podman, Podman-HPC and Shifter.")
 
 
 @pytest.mark.usefixtures("host_tools")

@@ -42,8 +42,8 @@ def described() -> str:
 
 
 def products() -> str:
-    """'Apptainer, Charliecloud, Docker, Podman and Shifter': every container runtime the
-    registry has, for the line `kit --help` opens with."""
+    """'Apptainer, Charliecloud, Docker, Podman, Podman-HPC and Shifter': every container
+    runtime the registry has, for the line `kit --help` opens with."""
     names = sorted({cls.product for cls in RUNTIMES.values() if cls.product})
     return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
 
