@@ -142,6 +142,9 @@ class PodmanHpc(Runtime):
         "venv, with fuse-overlayfs and squashfuse)"
     )
     client_env = ("XDG_RUNTIME_DIR",)
+    # Podman's own, the squashed store's FUSE mount under the overlay, and the wrapper's
+    # watch (inotifywait) that ends a shared-run container with its last rank
+    helpers = ("conmon", "fuse-overlayfs", "squashfuse_ll", "squashfuse", "inotifywait")
     gpu = Access(
         (f"--{GPU_MODULE}",),
         "a CDI spec of the GPUs (as root: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",

@@ -229,8 +229,9 @@ def test_each_runtime_names_its_helpers_as_proc_gives_their_names():
         assert all(0 < len(h) <= 15 and "/" not in h for h in cls.helpers), name
     assert "containerd-shim" in runtimes.get("docker").helpers
     assert {"conmon", "fuse-overlayfs", "slirp4netns"} <= set(runtimes.get("podman").helpers)
-    for rt in ("singularity", "charliecloud"):
+    for rt in ("singularity", "charliecloud", "podman-hpc", "podman-hpc-shared"):
         assert "squashfuse_ll" in runtimes.get(rt).helpers
+    assert {"conmon", "fuse-overlayfs"} <= set(runtimes.get("podman-hpc").helpers)
     assert runtimes.get("native").helpers == ()
 
 
