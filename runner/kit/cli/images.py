@@ -245,11 +245,16 @@ def add_lock(sub: argparse._SubParsersAction) -> None:
         "kit build then names any package that differs (and refuses with --locked).",
     )
     s.add_argument("image", metavar="IMAGE")
+    _variant_and_ca(s, "the build")
+    s.set_defaults(func=cmd_lock)
+
+
+def _variant_and_ca(s: argparse.ArgumentParser, building: str) -> None:
+    """The options of a command that builds a recipe's image as kit build does."""
     s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
     s.add_argument(
-        "--ca-cert", type=Path, metavar="FILE", help="CA bundle for the build (as kit build)"
+        "--ca-cert", type=Path, metavar="FILE", help=f"CA bundle for {building} (as kit build)"
     )
-    s.set_defaults(func=cmd_lock)
 
 
 def add_verify(sub: argparse._SubParsersAction) -> None:
@@ -265,15 +270,12 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         "labels name, less the SIF header's ID and dates, which no SIF writer fixes.",
     )
     s.add_argument("image", metavar="IMAGE|FILE.sif")
-    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    _variant_and_ca(s, "the rebuild")
     s.add_argument(
         "--against",
         metavar="REF",
         help="compare with this image in the engine (e.g. one pulled from a registry) "
         "instead of a rebuild",
-    )
-    s.add_argument(
-        "--ca-cert", type=Path, metavar="FILE", help="CA bundle for the rebuild (as kit build)"
     )
     s.add_argument("--all", action="store_true", help="list every path that differs")
     jsonout.add_option(s)
