@@ -395,8 +395,8 @@ HOLD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from kit.results import lock
-    with lock.held(Path(sys.argv[1])):
+    from kit.results import runlock
+    with runlock.held(Path(sys.argv[1])):
         Path(sys.argv[2]).touch()
         sys.stdin.read()
     """

@@ -468,10 +468,10 @@ def refused(case: str, tmp: Path) -> tuple[list[str], contextlib.AbstractContext
     if case == "--resume without --out":
         return [*plan, "--resume"], contextlib.nullcontext()
     if case == "--resume while another run holds the folder":
-        from kit.results import lock, store
+        from kit.results import runlock, store
 
         store.open_campaign(tmp / "out", {"image": "x"}, resume=False)
-        return [*plan, "--out", str(tmp / "out"), "--resume"], lock.held(tmp / "out")
+        return [*plan, "--out", str(tmp / "out"), "--resume"], runlock.held(tmp / "out")
     with tarfile.open(tmp / "image.tar", "w") as t:  # an image tar with a bogus manifest
         data = json.dumps([{"Config": "c.json", "Layers": ["l/layer.tar"]}]).encode()
         info = tarfile.TarInfo("manifest.json")

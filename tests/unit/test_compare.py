@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from kit import cli
+from kit.across import compare
+from kit.analysis import stats, summary
 from kit.core.errors import EXIT_UNDECIDED, KitError
-from kit.results import analysis, catalogue, compare, mllog, stats, store
+from kit.results import catalogue, mllog, store
 from tests.unit.records import campaign_folder
 
 ARMS = {"native": 1.0, "docker": 1.0}
@@ -325,14 +327,14 @@ def test_campaigns_of_other_commands_or_figures_are_refused_naming_what_differs(
     )
     code, out, err = kit(capsys, "check", str(lb), "--against", str(g2), "--max-change", "5%")
     assert (code, out) == (2, "") and "different configurations (metric " in err
-    a = analysis.analyse([g2, h13b])  # kit report: two configurations, never one table
+    a = summary.analyse([g2, h13b])  # kit report: two configurations, never one table
     assert sorted(g.key.command for g in a.groups) == [
         "./a | native: ./bench",
         "./b | native: ./bench",
     ]
     assert all(arm.n == 6 for g in a.groups for arm in g.arms)
     with pytest.raises(KitError) as two_ways:
-        analysis.analyse([g2, lb])
+        summary.analyse([g2, lb])
     assert str(two_ways.value).startswith(
         "'command' is measured as rate samples/s (higher is better) in some trials and as "
         "seconds s (lower is better) in others (campaign lb)"
@@ -459,7 +461,8 @@ def test_history_reads_each_campaigns_overheads_as_kept_and_computes_changed_one
     """kit history ran every campaign's whole analysis each time (10,000 campaigns: a
     minute); the catalogue keeps each one's overheads, computed again when its trials
     change, by another kit, or at another confidence."""
-    from kit.results import analysis, history
+    from kit.across import history
+    from kit.analysis import summary
 
     db = tmp_path / "results.db"
     days = ("2026-11-01T10:00:00+00:00", "2026-11-02T10:00:00+00:00")
@@ -469,9 +472,9 @@ def test_history_reads_each_campaigns_overheads_as_kept_and_computes_changed_one
     assert code == 0
     args = ("history", "pytorch-mpich", "--runtime", "docker", "--catalogue", str(db))
     first = kit(capsys, *args)
-    real = analysis.summarise
+    real = summary.summarise
     counted = []
-    monkeypatch.setattr(analysis, "summarise", lambda *a: counted.append(a[1]) or real(*a))
+    monkeypatch.setattr(summary, "summarise", lambda *a: counted.append(a[1]) or real(*a))
     assert kit(capsys, *args) == first and counted == []  # read as kept
     more = campaign_folder(tmp_path / "more", "c1", 7, ARMS, seed=9,
                            started="2026-11-02T10:00:00+00:00")  # fmt: skip
@@ -488,7 +491,7 @@ def test_history_reads_each_campaigns_overheads_as_kept_and_computes_changed_one
 
 def test_the_trials_kept_without_the_fit_are_the_ones_the_screen_keeps(tmp_path):
     """screen.kept skips the fit where no record shows outside load: the same trials."""
-    from kit.results import screen
+    from kit.analysis import screen
 
     d = campaign_folder(tmp_path / "d", "c1", 8, ARMS, seed=3)
     by_rt: dict = {}

@@ -1,4 +1,4 @@
-"""Launch fingerprints compared across arms (kit.results.fingerprints) and their report
+"""Launch fingerprints compared across arms (kit.analysis.fingerprints) and their report
 section, beside the verdicts: the known causes (a --cpus limit, another OMP_NUM_THREADS,
 inductor's scalar kernels with another libtorch_cpu) are named, and nothing else; the
 section as golden files in Markdown, HTML and JSON (KIT_GOLDEN=write rewrites them)."""
@@ -11,8 +11,8 @@ import re
 
 import pytest
 
+from kit.analysis import fingerprints, summary
 from kit.report import writers
-from kit.results import analysis, fingerprints
 from kit.results.record import Trial
 
 from .records import record as trial
@@ -97,7 +97,7 @@ def campaign(arms=("native", "docker", "singularity")) -> list[Trial]:
 
 
 def compared(records: list[Trial]) -> fingerprints.Fingerprints:
-    (group,) = analysis.summarise(records, "x").groups
+    (group,) = summary.summarise(records, "x").groups
     return group.fingerprints
 
 
@@ -213,9 +213,7 @@ def test_extension_modules_of_another_build_are_one_row():
 def test_records_without_fingerprints_make_no_section():
     recs = [launch(rt, 100.0, i, i // 2, None) for i, rt in enumerate(["native", "docker"] * 3)]
     assert compared(recs) is None
-    assert "What differs between launches" not in writers.render(
-        analysis.summarise(recs, "x"), "md"
-    )
+    assert "What differs between launches" not in writers.render(summary.summarise(recs, "x"), "md")
     half = [launch("native", 100.0, 9, 0, FP), *recs]
     said = fingerprints.sentences(compared(half), {"docker": "slower"})
     assert said[2] == (
@@ -224,7 +222,7 @@ def test_records_without_fingerprints_make_no_section():
 
 
 def test_the_csv_carries_each_arms_differences():
-    text = writers.render(analysis.summarise(campaign(), "x"), "csv")
+    text = writers.render(summary.summarise(campaign(), "x"), "csv")
     cells = {r["runtime"]: r["fingerprint_differences"] for r in csv.DictReader(io.StringIO(text))}
     assert cells["native"] == ""
     assert cells["singularity"] == "limits ulimit_memlock: 8388608/8388608 -> unlimited/unlimited"
@@ -237,7 +235,7 @@ def test_the_csv_carries_each_arms_differences():
 
 def section(fmt: str) -> str:
     """The fingerprints section of the report of campaign(), as the format renders it."""
-    a = analysis.summarise(campaign(), "golden")
+    a = summary.summarise(campaign(), "golden")
     text = writers.render(a, fmt)
     if fmt == "md":
         return "## What differs" + text.split("## What differs", 1)[1].split("\n## ", 1)[0]
@@ -254,7 +252,7 @@ def test_the_section_matches_its_golden_file(fmt):
 
 
 def test_the_section_stands_beside_the_verdicts_and_says_what_no_test_can_yet():
-    text = writers.render(analysis.summarise(campaign(), "x"), "md")
+    text = writers.render(summary.summarise(campaign(), "x"), "md")
     verdicts = text.index("| runtime | n |")
     assert verdicts < text.index("## What differs between launches") < text.index("## Runtimes")
     assert (
@@ -263,7 +261,7 @@ def test_the_section_stands_beside_the_verdicts_and_says_what_no_test_can_yet():
         "ulimit_memlock: this comparison cannot tell which of them matter (they may be too "
         "small to detect, or cancel out) without an arm that tests them."
     ) in text
-    html = writers.render(analysis.summarise(campaign(), "x"), "html")
+    html = writers.render(summary.summarise(campaign(), "x"), "html")
     assert "<details><summary>Differences from native&#x27;s launches (5)</summary><table>" in html
 
 

@@ -14,8 +14,9 @@ KIT = Path(__file__).parents[2] / "runner" / "kit"
 
 # The stages, lowest first; a module may import its own stage's and any lower one's. The
 # Layout table in its order: results/ reads launch/ (the host's load, the --hosts
-# launcher's label) and run/ reads results/ (what a campaign writes and stops on); report/
-# reads results/ (a preset's folder too: its preset.json); doctor and cli sit on top. "kit" is the
+# launcher's label), analysis/ reads results/ (one campaign's records), across/ reads both
+# (campaigns compared), run/ reads them all (what a campaign writes, stops on and files);
+# report/ reads them (a preset's folder too: its preset.json); doctor and cli sit on top. "kit" is the
 # package's own __init__ (its version).
 STAGES = {
     "kit": 0,
@@ -24,10 +25,12 @@ STAGES = {
     "runtimes": 2,
     "launch": 3,
     "results": 4,
-    "run": 5,
-    "report": 6,
-    "doctor": 7,
-    "cli": 8,
+    "analysis": 5,
+    "across": 6,
+    "run": 7,
+    "report": 8,
+    "doctor": 9,
+    "cli": 10,
 }
 
 # Imports that issue #47 has still to remove (in modules being reshaped as it is written),

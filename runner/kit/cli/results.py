@@ -59,7 +59,8 @@ def _catalogue(a: argparse.Namespace) -> Path:
 
 
 def cmd_results(a: argparse.Namespace) -> None:
-    from kit.results import catalogue, history, selection
+    from kit.across import history
+    from kit.results import catalogue, selection
 
     path = _catalogue(a)
     if a.results_command == "ls":
@@ -85,7 +86,8 @@ def cmd_results(a: argparse.Namespace) -> None:
 
 
 def cmd_compare(a: argparse.Namespace) -> None:
-    from kit.results import catalogue, compare
+    from kit.across import compare
+    from kit.results import catalogue
     from kit.run import request
 
     request.check_confidence(a.confidence)
@@ -96,8 +98,9 @@ def cmd_compare(a: argparse.Namespace) -> None:
 
 
 def cmd_check(a: argparse.Namespace) -> None:
+    from kit.across import compare, gate
     from kit.core import units
-    from kit.results import catalogue, compare, gate
+    from kit.results import catalogue
     from kit.run import request
 
     request.check_confidence(a.confidence)
@@ -127,9 +130,10 @@ def cmd_check(a: argparse.Namespace) -> None:
 
 
 def cmd_history(a: argparse.Namespace) -> None:
+    from kit.across import history
     from kit.core import paths
     from kit.report import history as drawn
-    from kit.results import history, selection
+    from kit.results import selection
     from kit.run import request
 
     request.check_confidence(a.confidence)

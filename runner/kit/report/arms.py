@@ -1,10 +1,10 @@
 """The tables of arms: each configuration's arms against the baseline and its other
 pairs, as the report shows them, and every arm with its raw numbers for the CSV file."""
 
+from kit.analysis import fingerprints, stats
+from kit.analysis.findings import Analysis, Arm, Group
 from kit.report.model import Block, Table
 from kit.report.text import interval, percent
-from kit.results import fingerprints, stats
-from kit.results.findings import Analysis, Arm, Group
 
 STARTUP = "start-up s [CI]"
 COLUMNS = [

@@ -7,12 +7,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kit.analysis import fingerprints, summary
+from kit.analysis.findings import OOM_FIELDS, Analysis, Group
 from kit.core import benches
 from kit.report import arms, plots, sentences
 from kit.report.model import Bullets, Document, Section, Table
 from kit.report.text import interval, title
-from kit.results import analysis, fingerprints
-from kit.results.findings import OOM_FIELDS, Analysis, Group
 from kit.results.record import Key
 
 Part = Callable[[Analysis], list[Section]]  # an entry of SECTIONS: its sections, maybe none
@@ -74,7 +74,7 @@ def _configurations(a: Analysis) -> list[Section]:
 
 def _fingerprints(g: Group) -> list[Section]:
     """Beside a group's verdicts: what differs between each arm's launches and the
-    baseline's, and the arm that would test each difference (kit.results.fingerprints);
+    baseline's, and the arm that would test each difference (kit.analysis.fingerprints);
     none where no launch carries a fingerprint."""
     fp = g.fingerprints
     if fp is None:
@@ -103,7 +103,7 @@ def _launch_cost(a: Analysis) -> list[Section]:
     phased = [(g.key, arm) for g in a.groups for arm in g.arms if arm.phases]
     if not phased:
         return []
-    meaning = {**benches.PHASES, **analysis.AFTER}
+    meaning = {**benches.PHASES, **summary.AFTER}
     names = [p for p in meaning if any(p in arm.phases for _, arm in phased)]
     rows = [
         [

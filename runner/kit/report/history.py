@@ -1,9 +1,9 @@
 """The figure of `kit history`: one runtime's ratio to native, campaign by campaign, with
 a dashed line where the runtime's version, the kernel, the image or the host changed."""
 
+from kit.across import compare, history
 from kit.report import plots, writers
 from kit.report.model import Document, Section, Table
-from kit.results import compare, history
 
 
 def figure(pts: list[history.Point], title: str) -> str:

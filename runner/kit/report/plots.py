@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from kit.analysis.findings import REFERENCE, Analysis, Arm, Group, SweepSeries
 from kit.core import benches
-from kit.results.findings import REFERENCE, Analysis, Arm, Group, SweepSeries
 
 Plot = Callable[[object], None]  # draws on a matplotlib Axes
 

@@ -9,9 +9,10 @@ OUT/LEG-nodes for a leg run again across a host list).
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.analysis import stats
+from kit.analysis.findings import Analysis
 from kit.core.errors import KitError
-from kit.results import stats, store
-from kit.results.findings import Analysis
+from kit.results import store
 from kit.run import presets
 
 

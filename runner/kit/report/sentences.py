@@ -4,11 +4,11 @@ configuration's table what was left out, what was slow and where the spread lies
 
 import math
 
+from kit.analysis import precision, stats
+from kit.analysis.findings import Analysis, Arm, Group
 from kit.launch import hostload
 from kit.report.model import Block, Bullets
 from kit.report.text import interval, percent, title
-from kit.results import precision, stats
-from kit.results.findings import Analysis, Arm, Group
 
 NOTES = (
     "A trial is one launch, the unit of replication. Medians: order-statistic intervals. "

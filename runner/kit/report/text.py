@@ -1,7 +1,7 @@
 """How a report writes an interval, a relative spread and a configuration: one form,
 shared by its sentences and its tables."""
 
-from kit.results import stats
+from kit.analysis import stats
 from kit.results.record import Key
 
 

@@ -8,13 +8,13 @@ import io
 import json
 from pathlib import Path
 
+from kit.analysis import summary
+from kit.analysis.findings import Analysis
 from kit.core.log import logger
 from kit.core.paths import write_atomically
 from kit.core.schema import printable
 from kit.report import document, plots, published
 from kit.report.model import Block, Bullets, Document, Table
-from kit.results import analysis
-from kit.results.findings import Analysis
 
 FORMATS = ("md", "csv", "json", "html")
 
@@ -146,8 +146,8 @@ def write(
     preset's folder brings its legs, its baseline (unless one is given) and its
     published figures."""
     dirs, preset = published.expand(out_dirs)
-    chosen = baseline or (preset["baseline"] if preset else analysis.saved_baseline(dirs))
-    a = analysis.analyse(dirs, confidence, allow_mismatch, chosen)
+    chosen = baseline or (preset["baseline"] if preset else summary.saved_baseline(dirs))
+    a = summary.analyse(dirs, confidence, allow_mismatch, chosen)
     if preset:
         about = {key: preset[key] for key in ("name", "title", "question")}
         figures = published.published(a, preset["published"])

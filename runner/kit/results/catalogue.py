@@ -29,7 +29,7 @@ from kit.core import paths, settings
 from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.schema import printable
-from kit.results import lock, record, store
+from kit.results import record, runlock, store
 from kit.results.record import Trial
 
 APP_ID = 0x6B697463  # "kitc" in the file's header: a kit catalogue, not any SQLite file
@@ -300,7 +300,7 @@ def finished(todo: list[Path]) -> list[Path]:
     """The folders, or a KitError naming the first a kit run still writes (its lock held
     by another process): a snapshot of some of its trials would be filed as the campaign."""
     for d in todo:
-        if who := lock.writer(d, others=True):
+        if who := runlock.writer(d, others=True):
             raise KitError(
                 f"'{d}' is still being written by a kit run ({who}); it registers itself "
                 "when it ends, or kit results add it then"

@@ -7,13 +7,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from kit.across import history
 from kit.core import units
 from kit.core.errors import KitError, RunFailed
 from kit.core.log import logger
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import launchers
-from kit.results import catalogue, history, store
+from kit.results import catalogue, store
 from kit.results.record import Trial
 from kit.run import progress, trial
 from kit.run.plan import (

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from kit import runtimes
+from kit.analysis.findings import ALL_PAIRS, REFERENCE
 from kit.core import units
 from kit.core.errors import KitError
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import slurm
-from kit.results.findings import ALL_PAIRS, REFERENCE
 from kit.run import options, plan
 from kit.runtimes import Runtime
 

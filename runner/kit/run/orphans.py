@@ -6,7 +6,7 @@ host the resumed campaign measures on, and a container keeps the trial's name, w
 the trial run again needs. Every process of a trial carries KIT_TRIAL=kit-CAMPAIGN-I
 in its environment (kit.launch.supervise) and its container is named so (Docker's and
 Podman's runtimes), so both are found by the campaign's id. The results folder's lock
-(kit.results.lock.held) is held first: no live run of the campaign owns them.
+(kit.results.runlock.held) is held first: no live run of the campaign owns them.
 """
 
 import contextlib

@@ -7,11 +7,11 @@ import dataclasses
 import re
 
 from kit import runtimes
+from kit.analysis.findings import REFERENCE
 from kit.core import benches, command
 from kit.core.errors import KitError
 from kit.image import foreign
 from kit.image.foreign import Foreign
-from kit.results.findings import REFERENCE
 from kit.run import options, plan
 from kit.run.checks import (
     Campaign,

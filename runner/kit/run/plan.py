@@ -9,11 +9,11 @@ import random
 import statistics
 from dataclasses import dataclass
 
+from kit.analysis import precision, stats, summary
+from kit.analysis.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
 from kit.core import benches, columns, units
 from kit.core.command import Command
 from kit.launch import slurm
-from kit.results import analysis, precision, stats
-from kit.results.findings import ALL_PAIRS, REFERENCE, Analysis, Arm
 from kit.results.record import Trial
 
 
@@ -202,7 +202,7 @@ def stop_reason(
         return None
     if t is None:
         return ""
-    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    a = summary.summarise(records, "", t.confidence, baseline=t.baseline)
     ratios = [arm.ratio for _, arm in _compared(a)]
     if ratios and stats.precise(ratios, t.precision):
         return f"precision ±{t.precision:.1%} reached after {rounds_done} rounds ({_widths(a)})"
@@ -221,7 +221,7 @@ def seconds_left(
     if t is None or measured < stats.MIN_ROUNDS:
         return None
     budget_left = max(0.0, t.budget_s - spent_s)
-    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    a = summary.summarise(records, "", t.confidence, baseline=t.baseline)
     paired = [arm for _, arm in _compared(a) if arm.rounds and not arm.too_few]
     if not paired:
         return budget_left
@@ -230,7 +230,7 @@ def seconds_left(
 
 
 def _spent(t: Target, records: list[Trial], when: str) -> str:
-    a = analysis.summarise(records, "", t.confidence, baseline=t.baseline)
+    a = summary.summarise(records, "", t.confidence, baseline=t.baseline)
     return (
         f"budget {units.minutes(t.budget_s)} spent {when}, precision ±{t.precision:.1%} not "
         f"reached ({_widths(a) or 'no comparison yet'})"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kit.core.errors import KitError
 from kit.core.log import logger
-from kit.results import lock, store
+from kit.results import runlock, store
 from kit.run import options, presets, request, start
 from kit.run.checks import RunRequest, given
 
@@ -20,10 +20,10 @@ def run(q: RunRequest, report: Callable[[Path], None]) -> None:
     p = check(q)
     out = q.out or store.new_folder(p.name)
     if q.dry_run:
-        lock.check_out(out)
+        runlock.check_out(out)
         _legs(q, p, out)
         return
-    with lock.held(out):  # legs lock their own folders inside it
+    with runlock.held(out):  # legs lock their own folders inside it
         presets.save(p, out, q.full)
         _legs(q, p, out)
         report(out)

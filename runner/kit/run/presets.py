@@ -21,11 +21,11 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kit.analysis.findings import REFERENCE
 from kit.core import inputs, schema
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.results import store
-from kit.results.findings import REFERENCE
 from kit.run import options
 from kit.run.checks import RunRequest, given
 

@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 
 from kit import runtimes
+from kit.analysis.findings import REFERENCE
 from kit.core import benches, paths
 from kit.core.errors import KitError
 from kit.image import recipes
 from kit.image.foreign import Foreign
 from kit.image.recipes import Recipe
 from kit.launch import hosts as host_list
-from kit.results.findings import REFERENCE
 from kit.run import options, own_image, plan
 from kit.run.checks import (
     Campaign,

@@ -9,7 +9,7 @@ from pathlib import Path
 from kit.core import jsonout, paths
 from kit.core.errors import KitError, RunFailed
 from kit.core.log import logger
-from kit.results import lock, store
+from kit.results import runlock, store
 from kit.run import campaign, orphans, plan, request, sbatch
 from kit.run.checks import Campaign, RunRequest
 
@@ -26,7 +26,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
         sbatch.check_folder(q.emit)
     if q.dry_run:  # what the run would refuse before its first trial, in its order, now
         if not q.emit:
-            lock.check_out(out)
+            runlock.check_out(out)
             store.check_campaign(out, c.spec, q.resume)
         campaign.preflight(c.recipe, c.runtimes, c.design, c.opts, out, variant=c.variant)
         if q.json:
@@ -42,7 +42,7 @@ def run(q: RunRequest, checked: Campaign) -> None:
         return
     signal.signal(signal.SIGTERM, _interrupt)
     made = not out.exists()
-    with lock.held(out):
+    with runlock.held(out):
         campaign_id, done = store.open_campaign(out, c.spec, q.resume)
         if q.resume:  # its killed run's trials may still run: none beside the first trial
             orphans.end(campaign_id)
@@ -67,7 +67,7 @@ def _unstarted(out: Path, made: bool) -> None:
     trials = out / store.FILE
     if not trials.is_file() or trials.stat().st_size:
         return
-    for name in (store.FILE, store.SPEC_FILE, lock.LOCK_FILE):
+    for name in (store.FILE, store.SPEC_FILE, runlock.LOCK_FILE):
         with contextlib.suppress(FileNotFoundError):
             (out / name).unlink()
     for folder in (out / store.LOGS, *([out] if made else [])):

@@ -16,11 +16,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.paths import cache_dir, write_atomically
 from kit.core.proc import capture
 from kit.image import convert
@@ -28,6 +28,8 @@ from kit.image.recipes import FLAVOURS, Recipe
 from kit.runtimes import apptainer, base
 from kit.runtimes.base import Job, Prepared, Runtime
 from kit.runtimes.gpu import Access
+
+log = logger(__name__)
 
 VERSION = "1.2.2"  # the pinned release ci/provision installs
 # what each launcher gives a rank: its place on the node and the node's rank count, which
@@ -265,7 +267,7 @@ def migrate(ref: str, art: convert.Artifacts, env: dict[str, str]) -> str:
     image_id = art.digest.split(":")[-1]
     held = migrated(squash, ref)
     if held == image_id:
-        print(f"podman-hpc: {ref} migrated (cached for {art.digest[:19]})", file=sys.stderr)
+        log.info(f"podman-hpc: {ref} migrated (cached for {art.digest[:19]})")
         return ref
     run_env = {**os.environ, **env}
     t0 = time.monotonic()
@@ -293,5 +295,5 @@ def migrate(ref: str, art: convert.Artifacts, env: dict[str, str]) -> str:
     subprocess.run([tool, "rmi", ref], capture_output=True, env=run_env)  # the graph's copy
     if held and top_layer(squash, held) != top:  # same layers (a changed config): one squash
         subprocess.run([tool, "rmsqi", held], capture_output=True, env=run_env)
-    print(f"podman-hpc: {ref} migrated in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    log.info(f"podman-hpc: {ref} migrated in {time.monotonic() - t0:.1f} s")
     return ref

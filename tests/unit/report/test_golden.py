@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from kit.analysis import summary
 from kit.report import writers
-from kit.results import analysis, store
+from kit.results import store
 from kit.run import presets
 
 from ..records import BASE, record, typed
@@ -32,7 +33,7 @@ def without_figures(text: str, fmt: str) -> str:
 
 def rendered(fmt: str) -> str:
     recs = [t for t in shipped() if t.campaign == "3cef6962"]
-    text = writers.render(analysis.summarise(recs, "aa-and-cut-under-load", 0.95), fmt)
+    text = writers.render(summary.summarise(recs, "aa-and-cut-under-load", 0.95), fmt)
     return without_figures(text, fmt)
 
 
@@ -104,7 +105,7 @@ def test_a_sweep_report_matches_its_golden_file(fmt):
     configs = [
         {**mpi, "runtime": rt, "ranks": n} for n in (1, 2) for rt in ("native", "singularity")
     ]
-    a = analysis.summarise(typed(launches(configs, 6, mpi_sweep, seed=7)), "mpi-sweep", 0.95)
+    a = summary.summarise(typed(launches(configs, 6, mpi_sweep, seed=7)), "mpi-sweep", 0.95)
     assert matches_golden(f"sweep.{fmt}", without_figures(writers.render(a, fmt), fmt))
 
 

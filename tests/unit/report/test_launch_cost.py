@@ -3,8 +3,9 @@ minute, in the report."""
 
 from datetime import UTC, datetime, timedelta
 
+from kit.analysis import summary
 from kit.report import writers
-from kit.results import analysis, record
+from kit.results import record
 from kit.results.record import Trial
 
 from ..records import record as trial
@@ -35,7 +36,7 @@ def test_the_report_tables_each_arms_launch_by_phase_and_the_launches_a_minute()
         *(launch("native", 6 + i, 0.2, 2.0, 60.0, launcher="slurm") for i in range(2)),
         launch("native", -1, 0.1, 2.0, 30.0, warmup=True),  # 20 s before the first
     ]  # fmt: skip
-    text = writers.render(analysis.summarise(recs, "x"), "md")
+    text = writers.render(summary.summarise(recs, "x"), "md")
     # native: exits 7.0 - 6.35, 7.2 - 6.57, 7.1 - 6.46; apptainer: 0.25, 0.25, 0.15
     assert section(text, "Launch cost by phase (median s)") == (
         "| image | bench | model | data | batch | ranks | runtime | n | runtime_start | "
@@ -66,7 +67,7 @@ def test_the_report_tables_each_arms_launch_by_phase_and_the_launches_a_minute()
 
 
 def test_a_report_without_phases_has_no_launch_cost_table():
-    text = writers.render(analysis.summarise(typed([trial("native", 1.0)]), "x"), "md")
+    text = writers.render(summary.summarise(typed([trial("native", 1.0)]), "x"), "md")
     assert "Launch cost" not in text and "Launches per minute" not in text
 
 
@@ -111,7 +112,7 @@ def test_the_launch_phase_table_fits_the_html_page():
         launch(arm, i, 0.1, 2.0, 7.0, image="horovod-openmpi", model="inception3")
         for i, arm in enumerate(["native", "singularity-bind"] * 3)
     ]
-    page = writers.render(analysis.summarise(recs, "x"), "html")
+    page = writers.render(summary.summarise(recs, "x"), "html")
     table = page.split("Launch cost by phase (median s)</h2>")[1].split("</table>")[0]
     assert table.count("<th>") == 17  # every phase, exit and fixed
     assert narrowest_px(table) <= PAGE_PX

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from kit.analysis import stats, summary
+from kit.analysis.findings import Arm
 from kit.core.errors import KitError
 from kit.report import arms, model, plots, sentences, writers
 from kit.report.text import interval
-from kit.results import analysis, stats, store
-from kit.results.findings import Arm
+from kit.results import store
 
 from ..records import record, typed
 
@@ -31,7 +32,7 @@ def test_append_ends_a_cut_line_before_the_next_record(tmp_path, capsys):
 
 
 def md(out_dir, **kw):
-    return writers.render(analysis.analyse([out_dir], **kw), "md")
+    return writers.render(summary.analyse([out_dir], **kw), "md")
 
 
 def rows_of(text):
@@ -105,7 +106,7 @@ def test_scaling_efficiency_against_one_rank(tmp_path):
         two = record("native", rate * 1.6, ranks=2)
         two["result"]["hosts"] = ["n1", "n2"]
         store.append(tmp_path, two)
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     (s,) = a.scaling
     assert (s.key.ranks, s.nodes, s.runtime) == (2, 2, "native")
     assert s.efficiency.value == pytest.approx(0.8)
@@ -120,7 +121,7 @@ def test_every_format_renders_the_same_analysis(tmp_path):
         store.append(tmp_path, record("native", rate, batch_size=16, index=i))
         store.append(tmp_path, record("docker", rate * 0.9, batch_size=16, index=10 + i))
         store.append(tmp_path, record("docker", rate * 1.8, batch_size=32, index=20 + i))
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     rows = list(csv.DictReader(io.StringIO(writers.render(a, "csv"))))
     assert [(r["runtime"], r["batch_size"]) for r in rows] == [
         ("native", "16"),
@@ -144,7 +145,7 @@ def test_every_format_renders_the_same_analysis(tmp_path):
 
 def test_report_of_empty_dir_is_a_clear_error(tmp_path):
     with pytest.raises(KitError, match="no trial records"):
-        analysis.analyse([tmp_path])
+        summary.analyse([tmp_path])
 
 
 def test_io_overhead_from_real_and_synthetic_data(tmp_path):
@@ -153,7 +154,7 @@ def test_io_overhead_from_real_and_synthetic_data(tmp_path):
             r = record("native", rate * scale, index=i)
             r["result"]["data"] = data
             store.append(tmp_path, r)
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     (x,) = a.io
     assert (x.key.data, x.runtime) == ("real", "native")
     assert x.overhead.value == pytest.approx(0.25)
@@ -190,7 +191,7 @@ def test_mpi_sweeps_and_out_of_memory_are_reported(tmp_path):
         store.append(tmp_path, mpi_record("native", 1, ranks=1) | {"index": 100 + i})
         store.append(tmp_path, record("native", 1000.0 + i))
     store.append(tmp_path, record("docker", 0, batch_size=512, status="oom", result=None))
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     assert [(s.series, s.runtime, s.ranks, s.n) for s in a.sweeps] == [
         ("allreduce", "native", 1, 6),  # one rank: no ping-pong series
         ("p2p", "native", 2, 6), ("allreduce", "native", 2, 6),
@@ -236,7 +237,7 @@ def test_local_and_slurm_campaigns_side_by_side(tmp_path):
     for i in range(6):
         store.append(local, record("native", 1000.0 + i))
         store.append(batch, record("native", 990.0 + i, launcher="slurm"))
-    a = analysis.analyse([local, batch])
+    a = summary.analyse([local, batch])
     assert [g.key.launcher for g in a.groups] == ["local", "slurm"]
     text = writers.render(a, "md")
     assert "## pytorch-mpich · torch-cnn · tiny · batch 32 · 2 rank(s)\n" in text
@@ -258,7 +259,7 @@ def test_the_title_names_the_campaign_not_the_path_asked_for(tmp_path, monkeypat
                 ),
             )
     monkeypatch.chdir(tmp_path)
-    text = writers.render(analysis.analyse([Path(".")]), "md")
+    text = writers.render(summary.analyse([Path(".")]), "md")
     assert text.startswith(
         "# kit report: pytorch-mpich (torch-cnn), 2026-11-23 18:37 to 18:42 UTC, on vm\n"
     )
@@ -301,13 +302,13 @@ def test_confidence_flag_end_to_end(tmp_path):
     interval is enough for 95 %, not 99 %; a paired ratio needs 3 rounds at any level)."""
     paired_campaign(tmp_path / "ten", 10)
     r95, r99 = (
-        analysis.analyse([tmp_path / "ten"], confidence=c).groups[0].arms[1].ratio
+        summary.analyse([tmp_path / "ten"], confidence=c).groups[0].arms[1].ratio
         for c in (0.95, 0.99)
     )
     assert r99.low < r95.low and r95.high < r99.high
     paired_campaign(tmp_path / "seven", 7)
     rows95, rows99 = (
-        rows_of(writers.render(analysis.analyse([tmp_path / "seven"], confidence=c), "md"))
+        rows_of(writers.render(summary.analyse([tmp_path / "seven"], confidence=c), "md"))
         for c in (0.95, 0.99)
     )
     assert "†" not in rows95["native"].split(" | ")[2]
@@ -344,14 +345,14 @@ def test_baseline_makes_another_arm_the_reference(tmp_path):
         match="baseline 'podman' is not an arm of these results "
         r"\(arms: docker, native, singularity\); choose one",
     ):
-        analysis.analyse([tmp_path], baseline="podman")
+        summary.analyse([tmp_path], baseline="podman")
 
 
 def test_all_pairs_in_one_family(tmp_path):
     """--baseline all: the table against native, then every other pair; the Bonferroni
     family counts them all."""
     three_arms(tmp_path)
-    a = analysis.analyse([tmp_path], baseline="all")
+    a = summary.analyse([tmp_path], baseline="all")
     assert a.comparisons == 3 and a.each_confidence == pytest.approx(1 - 0.05 / 3)
     (pair,) = a.groups[0].pairs
     assert (pair.runtime, pair.against, pair.verdict) == ("singularity", "docker", "faster")
@@ -388,7 +389,7 @@ def test_cpu_and_cuda_campaigns_are_not_pooled(tmp_path):
         store.append(
             tmp_path, record("native", 20.0 + i, variant="cpu", bench_args=["--precision", "bf16"])
         )
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     assert [(g.key.variant, g.key.bench_args) for g in a.groups] == [
         ("cpu", ""),
         ("cpu", "--precision bf16"),
@@ -422,7 +423,7 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
     for i in range(6):
         store.append(tmp_path, grpc_record("native", 1 + i / 100, 2 * i))
         store.append(tmp_path, grpc_record("docker", 2 + i / 100, 2 * i + 1))
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     assert [(s.series, s.runtime, s.n, s.version) for s in a.sweeps] == [
         ("p2p", "native", 6, "1.74.0"), ("ps", "native", 6, "1.74.0"),
         ("p2p", "docker", 6, "1.74.0"), ("ps", "docker", 6, "1.74.0"),
@@ -446,7 +447,7 @@ def test_grpc_sweeps_are_tabled_and_drawn_per_payload_and_mode(tmp_path):
 def quoted(cells: list[tuple[str, float, float]], n: int = 2) -> list[str]:
     """The report's opening sentences for an analysis whose arms have these ratio
     intervals (runtime, low, high) against native, one family of n comparisons."""
-    a = analysis.summarise(typed([record("native", 1.0, repeat=r, index=r) for r in range(3)]), "")
+    a = summary.summarise(typed([record("native", 1.0, repeat=r, index=r) for r in range(3)]), "")
     a.comparisons = n
     for rt, low, high in cells:
         arm = dataclasses.replace(a.groups[0].arms[0], runtime=rt, against="native")
@@ -474,7 +475,7 @@ def test_the_report_opens_with_one_quotable_sentence_per_comparison(tmp_path):
     first = text.splitlines()[2]
     assert first.startswith("- docker: between ") and first.endswith(" slower than native (95%).")
     assert text.index(first) < text.index("| runtime")
-    html_text = writers.render(analysis.analyse([tmp_path]), "html")
+    html_text = writers.render(summary.analyse([tmp_path]), "html")
     assert html_text.index("<ul class=answers><li>docker: between ") < html_text.index("<table>")
 
 
@@ -488,7 +489,7 @@ def test_loss_figure_draws_only_steps_every_trial_reached_each_line_its_own(tmp_
             rec = record(rt, 100.0, repeat=r)
             rec["result"]["loss"] = [2.0, 1.5, 1.2, 1.1, 5.4, 9.9][:steps]
             store.append(tmp_path, rec)
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     assert {tuple(arm.loss) for arm in a.groups[0].arms if arm.runtime != "docker"} == {
         (2.0, 1.5, 1.2)
     }
@@ -518,7 +519,7 @@ def test_a_sweep_is_tabled_and_drawn_from_its_declaration_alone(tmp_path):
             r |= {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
             r["result"] |= {"transport": "tcp over eth0", "hosts": ["n1", "n2"]}
         store.append(tmp_path, r)
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     text = writers.render(a, "md")
     assert "## MPI allgather (mpi4py): allgather, float32 from every rank to every rank" in text
     assert (
@@ -576,7 +577,7 @@ def test_the_report_names_each_images_recipe_and_stack():
             [("pytorch2-mpich", "2.0.0", "current"), ("pytorch-mpich", "1.2.0", "historical")]
         )
     ]
-    text = writers.render(analysis.summarise(typed(recs), "x", 0.95), "md")
+    text = writers.render(summary.summarise(typed(recs), "x", 0.95), "md")
     assert (
         "Images: pytorch-mpich (recipe 1.2.0, historical stack); pytorch2-mpich (recipe "
         "2.0.0, current stack)."
@@ -594,7 +595,7 @@ def test_a_trial_whose_ranks_shared_a_host_is_named():
     ):
         recs.append(record("native", 9.0, index=4 + i, ranks=2, **how))
         recs[-1]["result"]["hosts"] = ran
-    a = analysis.summarise(typed(recs), "x", 0.95)
+    a = summary.summarise(typed(recs), "x", 0.95)
     assert a.crowded == [
         "trial 4 (native, torch-cnn, 2 ranks): ranks on n1, where n1, n2 were asked for",
         "trial 6 (native, torch-cnn, 2 ranks): ranks on n2, where the job was given nodes n[1-2]",
@@ -628,7 +629,7 @@ def test_a_figure_not_above_0_is_left_out_of_the_analysis_and_said(tmp_path, cap
         store.append(tmp_path, record("docker", 90.0 + i, index=2 * i + 1))
     store.append(tmp_path, record("docker", 0.0, index=20))
     store.append(tmp_path, record("docker", -3.0, index=21))
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     must = "a figure must be finite and above 0"
     assert a.left_out == [
         f"trial 20 of campaign c0 (docker): metric 'images_per_sec' read 0: {must}",
@@ -654,7 +655,7 @@ def test_a_campaign_in_progress_leaves_out_a_commands_figure_of_0():
 
     records = [ran("native", 5.0, 0), ran("docker", 4.0, 1), ran("native", 0.0, 2)]
     records += [ran("docker", 4.5, 3)]
-    a = analysis.summarise(typed(records), "", target=0.05)
+    a = summary.summarise(typed(records), "", target=0.05)
     assert a.left_out == [
         "trial 2 of campaign c0 (native): metric 'rate' read 0: a figure must be finite and above 0"
     ]
@@ -671,4 +672,4 @@ def test_the_host_load_column_gives_the_runtimes_helpers_apart():
              for x in (busy, quiet, older)]  # fmt: skip
     assert loads == ["1.00 / 2%, helpers 20%", "1.00 / 2%", "1.00 / 2%"]
     trials = typed([record("podman", 10.0, index=i, host_load=busy) for i in range(3)])
-    assert analysis.summarise(trials, "", 0.95).groups[0].arms[0].load == busy
+    assert summary.summarise(trials, "", 0.95).groups[0].arms[0].load == busy

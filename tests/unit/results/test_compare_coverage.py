@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from kit.results import compare, stats
+from kit.across import compare
+from kit.analysis import stats
 
 COMPARISONS, CONF = 4, 0.95
 EACH = stats.family_confidence(CONF, COMPARISONS)

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from kit.analysis import stats, summary
+from kit.analysis.findings import Arm
 from kit.core import benches
 from kit.image import recipes
 from kit.launch import hostload, launchers, outcomes
-from kit.results import analysis, stats, store
-from kit.results.findings import Arm
+from kit.results import store
 from kit.results.record import Trial
 from kit.run import campaign, plan, trial
 
@@ -218,7 +219,7 @@ def test_each_interval_covers_the_truth_as_often_as_it_states(folders, scenario)
     for k in range(RUNS):
         records = simulate(folders / str(k), scenario, truth, k, max(ROUNDS))
         for n in ROUNDS:
-            a = analysis.summarise([t for t in records if t.repeat < n], "", 0.90)
+            a = summary.summarise([t for t in records if t.repeat < n], "", 0.90)
             for arm in a.groups[0].arms[1:]:
                 hits[n].append(covered(arm, truth[arm.runtime]))
                 stated[n].append(arm.ratio.coverage)
@@ -244,7 +245,7 @@ def test_campaigns_stopped_by_the_precision_rule_keep_the_family_wise_rate(folde
         scenario = "real launches" if k % 2 else "contaminated rounds"
         target = plan.Target(0.05, 30 * 5)  # five trials a round, one second each
         records = simulate(folders / str(k), scenario, truth, 1000 + k, 6, target)
-        arms = {x.runtime: x for x in analysis.summarise(records, "", 0.95).groups[0].arms}
+        arms = {x.runtime: x for x in summary.summarise(records, "", 0.95).groups[0].arms}
         false += any(arms[x].verdict != "no significant difference" for x in "ab")
         cut_found += arms["cut"].verdict == "slower"
         cut_covered += covered(arms["cut"], 0.90)
@@ -294,7 +295,7 @@ def test_shipped_campaigns_give_the_right_verdicts_leaving_out_only_recorded_loa
     }
     for name, verdicts in want.items():
         mine = [t for t in recs if t.campaign == name]
-        a = analysis.summarise(mine, name, 0.95)
+        a = summary.summarise(mine, name, 0.95)
         arms = {arm.runtime: arm for arm in a.groups[0].arms}
         assert {rt: arms[rt].verdict for rt in verdicts} == verdicts
         other = {t.index: t.host_load["other_cpu_pct"] for t in mine}

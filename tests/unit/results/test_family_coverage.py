@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.across import compare
+from kit.analysis import stats, summary
 from kit.launch import hostload
-from kit.results import analysis, compare, stats
 from kit.results.record import Trial
 from kit.run import plan
 
@@ -135,7 +136,7 @@ def family_coverage(
 ) -> tuple[bool, dict[str, str]]:
     """Whether all the intervals over the first `rounds` rounds hold their truths, and
     each comparison's verdict."""
-    a = analysis.summarise([t for t in records if t.repeat < rounds], "", 0.95)
+    a = summary.summarise([t for t in records if t.repeat < rounds], "", 0.95)
     arms = {x.runtime: x for x in a.groups[0].arms[1:]}
     held = all(x.ratio.low <= scenario.truth(rt) <= x.ratio.high for rt, x in arms.items())
     return held, {rt: x.verdict for rt, x in arms.items()}
@@ -188,7 +189,7 @@ def test_a_slow_launch_without_evidence_stays_in_and_is_named(folders):  # noqa:
     named as docker's own, and at 20 rounds its ratio is about the geometric mean."""
     scenario = SCENARIOS["docker 2x slower in 30 % of launches"]
     records = simulate(folders / "c", scenario, 5, 20)
-    a = analysis.summarise(records, "", 0.95)
+    a = summary.summarise(records, "", 0.95)
     arms = {x.runtime: x for x in a.groups[0].arms}
     assert all(not x.disturbed for x in arms.values())
     assert arms["docker"].slow and all(not arms[rt].slow for rt in ARMS if rt != "docker")
@@ -202,7 +203,7 @@ def test_loaded_launches_with_evidence_are_left_out_and_the_verdict_holds_both_w
     and named with their evidence, and each ratio is also given with every launch."""
     scenario = SCENARIOS["outside load, recorded"]
     records = simulate(folders / "c", scenario, 3, 20)
-    a = analysis.summarise(records, "", 0.95)
+    a = summary.summarise(records, "", 0.95)
     left = [(x.runtime, i, why) for x in a.groups[0].arms for i, why in zip(x.disturbed,
             x.evidence, strict=True)]  # fmt: skip
     assert left and all(why == "other CPU 40 % of the machine" for _, _, why in left)

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from kit.analysis import precision, stats, summary
 from kit.report import writers
-from kit.results import analysis, precision, stats, store
+from kit.results import store
 
 from ..records import record, typed
 
@@ -43,7 +44,7 @@ def test_an_arm_carries_the_rounds_and_launches_its_ratio_paired():
         records += [record("native", 100.0 + k, repeat=k, index=3 * k),
                     record("native", 101.0 + k, repeat=k, index=3 * k + 1),
                     record("docker", 99.0 + k, repeat=k, index=3 * k + 2)]  # fmt: skip
-    (group,) = analysis.summarise(typed(records), "c").groups
+    (group,) = summary.summarise(typed(records), "c").groups
     docker = next(a for a in group.arms if a.runtime == "docker")
     assert (docker.rounds, docker.baseline_launches) == (5, 2.0)
     assert docker.method == "paired (5 rounds, native x2 a round)"
@@ -66,7 +67,7 @@ def campaign(rounds: int, noisy: float, seed: int = 7) -> list[dict]:
 def spread_line(tmp_path, noisy: float) -> str:
     for r in campaign(30, noisy):
         store.append(tmp_path, r)
-    text = writers.render(analysis.analyse([tmp_path]), "md")
+    text = writers.render(summary.analyse([tmp_path]), "md")
     (line,) = [x for x in text.splitlines() if x.startswith("Spread of one trial")]
     return line
 

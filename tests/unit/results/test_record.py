@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from kit.results import analysis, record, store
+from kit.analysis import summary
+from kit.results import record, store
 from kit.results.record import Trial
 
 from ..records import record as make
@@ -42,7 +43,7 @@ def test_trials_that_differ_in_steps_are_never_pooled_and_old_files_still_read()
     assert store.shape_problem(make("native", 1.0, schema="kit.trial/9")).startswith(
         "schema 'kit.trial/9' is not one of kit.trial/1, kit.trial/2"
     )
-    groups = analysis.summarise(typed(old + new), "").groups
+    groups = summary.summarise(typed(old + new), "").groups
     assert {(g.key.steps, g.arms[0].rate.value) for g in groups} == {(3, 50.0), (None, 100.0)}
 
 

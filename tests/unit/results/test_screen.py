@@ -4,9 +4,9 @@ each alike, never by how its arm's other launches ran; every loaded launch is na
 import math
 import random
 
+from kit.analysis import summary
+from kit.analysis.screen import screen
 from kit.report import sentences
-from kit.results import analysis
-from kit.results.screen import screen
 
 from ..records import record, typed
 
@@ -47,7 +47,7 @@ def test_the_report_names_every_loaded_launch_and_the_verdict_does_not_blame_the
     the report names each loaded launch with its evidence, and gives the ratio with every
     launch kept."""
     loaded = {"docker": {r: 1.35 for r in range(0, 20, 3)}}
-    a = analysis.summarise(campaign(20, loaded), "", 0.95)
+    a = summary.summarise(campaign(20, loaded), "", 0.95)
     g = a.groups[0]
     docker = g.arms[1]
     assert docker.verdict == "no significant difference"
@@ -61,7 +61,7 @@ def test_an_arm_whose_every_launch_is_loaded_keeps_them_and_names_them():
     """Nothing of the arm would be left to compare: its launches stay, named as loaded."""
     loaded = {"native": dict.fromkeys(range(6), 1.0)}
     trials = campaign(6, loaded)
-    a = analysis.summarise(trials, "", 0.95)
+    a = summary.summarise(trials, "", 0.95)
     native = a.groups[0].arms[0]
     assert native.disturbed == [] and native.loaded_kept == [2 * r for r in range(6)]
     assert native.kept_evidence[0] == "other CPU 20 % of the machine"

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from kit.results import stats
+from kit.analysis import stats
 
 
 def test_median_ci_order_statistics():

@@ -1,5 +1,5 @@
 """scipy as the oracle of every distribution, quantile and interval kit computes by hand
-(kit.results.stats, and Welch's interval in kit.results.compare): the runtime stays free
+(kit.analysis.stats, and Welch's interval in kit.across.compare): the runtime stays free
 of scipy, the tests hold its figures to scipy's. Seeded data only; each comparison is to
 a tolerance far below what a report prints."""
 
@@ -9,7 +9,8 @@ import random
 import pytest
 from scipy import stats as oracle
 
-from kit.results import compare, stats
+from kit.across import compare
+from kit.analysis import stats
 
 WHOLE = [1, 2, 3, 4, 5, 7, 10, 19, 30, 120]
 FRACTIONAL = [0.6, 1.5, 2.7, 4.2, 7.3, 15.5, 100.25]

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kit.analysis import summary
 from kit.core.errors import KitError
-from kit.results import analysis, lock, store
+from kit.results import runlock, store
 
 from ..pipes import unblocked
 from ..records import record, typed
@@ -104,7 +105,7 @@ def test_a_field_the_analysis_reads_of_the_wrong_type_is_a_named_line(
                                "value": 100.0 + i + j}  # fmt: skip
             r["result"] |= {field: value} if i == 5 and j == 1 else {}
             store.append(tmp_path, r)
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     required = bench != "cmd" and field in ("startup_s", "framework_version")  # said before
     said = "is missing or of the wrong type" if required else "is of the wrong type"
     why = f"{tmp_path / store.FILE}:12: result field '{field}' {said}"
@@ -120,10 +121,10 @@ def test_report_header_counts_skipped_lines(tmp_path):
         store.append(tmp_path, record("native", 100.0 + i, index=i))
     with open(tmp_path / store.FILE, "ab") as f:
         f.write(b'{"torn": \n')
+    from kit.analysis import summary
     from kit.report import writers
-    from kit.results import analysis
 
-    text = writers.render(analysis.analyse([tmp_path]), "md")
+    text = writers.render(summary.analyse([tmp_path]), "md")
     assert "1 unreadable lines skipped." in text.splitlines()[2]
 
 
@@ -167,8 +168,8 @@ def test_any_bytes_give_records_or_named_problems(tmp_path_factory, chunks):
 
 HOLD = """import sys, time
 from pathlib import Path
-from kit.results import lock
-with lock.held(Path(sys.argv[1])):
+from kit.results import runlock
+with runlock.held(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(600)  # killed by the test; it must not let go first, however slow the host
 """
@@ -196,14 +197,14 @@ def test_one_run_per_folder_and_a_dead_holders_lock_is_taken_over(tmp_path, caps
     finally:
         holder.kill()  # as SIGKILL does: no clean-up, the note stays
         holder.wait()
-    with lock.held(out):
-        note = (out / lock.LOCK_FILE).read_text()
+    with runlock.held(out):
+        note = (out / runlock.LOCK_FILE).read_text()
         assert note.startswith(f"pid {os.getpid()} on ")
     err = capsys.readouterr().err
     assert err.startswith(f"kit: taking over {out} from a kit run that is no longer running (pid")
     assert f"pid {holder.pid} on " in err
-    assert (out / lock.LOCK_FILE).read_text() == ""  # a clean end leaves no note
-    with lock.held(out):
+    assert (out / runlock.LOCK_FILE).read_text() == ""  # a clean end leaves no note
+    with runlock.held(out):
         pass
     assert capsys.readouterr().err == ""
 
@@ -218,16 +219,16 @@ def test_the_dry_run_sees_a_holder_without_taking_the_lock(tmp_path):
     try:
         assert holder.stdout.readline() == "held\n"
         with pytest.raises(KitError) as dry:
-            lock.check_out(out)
-        with pytest.raises(KitError) as real, lock.held(out):
+            runlock.check_out(out)
+        with pytest.raises(KitError) as real, runlock.held(out):
             pass
         assert str(dry.value) == str(real.value)
         assert str(dry.value).startswith(f"{out} is in use by another kit run (pid {holder.pid}")
     finally:
         holder.kill()
         holder.wait()
-    assert (out / lock.LOCK_FILE).read_text().startswith(f"pid {holder.pid} on ")
-    lock.check_out(out)  # the note is left, the lock went with its holder
+    assert (out / runlock.LOCK_FILE).read_text().startswith(f"pid {holder.pid} on ")
+    runlock.check_out(out)  # the note is left, the lock went with its holder
 
 
 @pytest.mark.parametrize(
@@ -245,10 +246,10 @@ def test_the_dry_run_refuses_an_unusable_folder_as_the_run_does_making_nothing(
     setup(out)
     before = sorted(tmp_path.rglob("*"))
     if message is None:
-        lock.check_out(out)
+        runlock.check_out(out)
     else:
         with pytest.raises(KitError) as dry:
-            lock.check_out(out)
+            runlock.check_out(out)
         with pytest.raises(KitError) as real:
             store.writable(out)
         assert str(dry.value) == str(real.value)
@@ -270,14 +271,14 @@ def test_a_lock_path_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path, 
     run and its dry run refuse each with the same line."""
     out = tmp_path / "out"
     out.mkdir()
-    make(out / lock.LOCK_FILE)
+    make(out / runlock.LOCK_FILE)
     said = (
-        f"'{out / lock.LOCK_FILE}' is {kind.format(e=tmp_path / 'elsewhere')}, not a regular "
+        f"'{out / runlock.LOCK_FILE}' is {kind.format(e=tmp_path / 'elsewhere')}, not a regular "
         "file; move it away or choose another --out"
     )
     with pytest.raises(KitError) as dry:
-        lock.check_out(out)
-    with pytest.raises(KitError) as real, lock.held(out):
+        runlock.check_out(out)
+    with pytest.raises(KitError) as real, runlock.held(out):
         pass
     assert str(dry.value) == str(real.value) == said
 
@@ -290,8 +291,8 @@ def test_a_report_reads_each_trial_once(tmp_path, capsys):
             store.append(a, record(rt, rate + i % 3, repeat=i, index=2 * i + (rt == "docker")))
     b.mkdir()
     (b / store.FILE).write_bytes((a / store.FILE).read_bytes() * 2)
-    once = analysis.analyse([a])
-    twice = analysis.analyse([a, b])
+    once = summary.analyse([a])
+    twice = summary.analyse([a, b])
     assert [arm.n for arm in twice.groups[0].arms] == [arm.n for arm in once.groups[0].arms]
     assert twice.trials == once.trials == 12
     assert twice.skipped == [f"{b / store.FILE}: 24 record(s) identical to ones already read"]
@@ -351,8 +352,8 @@ def test_a_link_in_a_results_folder_is_refused_never_written_through(tmp_path, c
     )
     r = record("native", 2.0, index=1)
     for write in (
-        lambda: lock.check_out(out),
-        lambda: lock.held(out).__enter__(),
+        lambda: runlock.check_out(out),
+        lambda: runlock.held(out).__enter__(),
         lambda: store.open_campaign(out, SPEC, resume=False),
         lambda: store.append(out, r),
     ):
@@ -416,7 +417,7 @@ def test_a_hand_edited_nan_or_infinity_is_one_warning_naming_file_and_line(tmp_p
     lines = path.read_text().splitlines()
     lines[2] = lines[2].replace('"images_per_sec": 7.0', f'"images_per_sec": {token}')
     path.write_text("\n".join(lines) + "\n")
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     why = f"{path}:3: field 'result.images_per_sec' holds NaN or an infinity, not a JSON number"
     assert (a.ok, a.skipped) == (3, [why])
     assert capsys.readouterr().err == f"kit: warning: {why} (skipped)\n"

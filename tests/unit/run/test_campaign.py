@@ -7,9 +7,10 @@ import sys
 import pytest
 
 from kit import cli
+from kit.analysis import summary
 from kit.core import benches, paths
 from kit.core.errors import KitError
-from kit.results import analysis, store
+from kit.results import store
 from kit.run import plan, request
 
 from ..records import record, typed
@@ -110,5 +111,5 @@ def test_a_lower_is_better_metric_needs_only_its_spec(monkeypatch):
         for i in range(8) for k, (rt, ms) in enumerate((("native", 10.0), ("docker", 12.0)))
     ]  # fmt: skip
     assert all(store.shape_problem(r) is None for r in recs)
-    arm = next(a for g in analysis.summarise(typed(recs), "").groups for a in g.arms if a.ratio)
+    arm = next(a for g in summary.summarise(typed(recs), "").groups for a in g.arms if a.ratio)
     assert arm.ratio.value == pytest.approx(1.2, rel=0.02) and arm.verdict == "slower"

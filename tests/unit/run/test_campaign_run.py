@@ -9,11 +9,11 @@ import os
 import pytest
 
 from kit import cli
+from kit.analysis import stats
 from kit.core import benches
 from kit.core.errors import RunFailed
 from kit.image import recipes
 from kit.launch import hostload, launchers, outcomes
-from kit.results import stats
 from kit.run import campaign, plan
 from kit.runtimes import Prepared, Runtime
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kit.analysis import stats
 from kit.core import units
 from kit.core.errors import KitError
-from kit.results import stats
 from kit.run import plan
 
 from ..records import record, typed

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from kit import cli
+from kit.analysis import summary
+from kit.analysis.findings import Analysis
 from kit.core.errors import KitError
 from kit.report import published, writers
-from kit.results import analysis, store
-from kit.results.findings import Analysis
+from kit.results import store
 from kit.run import options, preset_run, presets, request, start
 from kit.run.checks import RunRequest
 
@@ -225,7 +226,7 @@ def test_a_scaling_claim_is_read_from_the_run_over_the_most_nodes(tmp_path):
                 rec |= {"launcher": "mpirun over ssh", "host_list": ["n1", "n2"]}
             rec["result"]["hosts"] = hosts
             store.append(tmp_path, rec)
-    rows = published.published(analysis.analyse([tmp_path]), figures("cscs2017-inception3"))
+    rows = published.published(summary.analyse([tmp_path]), figures("cscs2017-inception3"))
     assert rows[0]["measured"].startswith("0.9") and rows[0]["measured"].endswith(
         "(singularity, 2 nodes)"
     )
@@ -330,7 +331,7 @@ def test_horovod_over_ps_and_figure_only_claims(tmp_path):
             for ranks in (1, 2):
                 rec = record("docker", rng.gauss(rate * ranks, 0.05), ranks=ranks, index=i)
                 store.append(tmp_path, rec | {"bench": bench, "model": "resnet50"})
-    a = analysis.analyse([tmp_path])
+    a = summary.analyse([tmp_path])
     (row,) = published.published(a, figures("nchc2019-horovod-vs-ps"))
     assert row["measured"].startswith("1.17") and row["finding"].startswith("agrees")
     rows = published.published(a, figures("bnl2018-horovod-vs-ps"))
@@ -344,7 +345,7 @@ def test_horovod_over_ps_and_figure_only_claims(tmp_path):
         for ranks in (1, 2):
             rec = record("docker", rng.gauss(100 * ranks * 0.9 ** (ranks - 1), 0.5), ranks=ranks)
             store.append(tmp_path, rec | {"bench": "tf-ps", "model": "alexnet", "index": i})
-    poor = published.published(analysis.analyse([tmp_path]), figures("bnl2018-horovod-vs-ps"))
+    poor = published.published(summary.analyse([tmp_path]), figures("bnl2018-horovod-vs-ps"))
     assert poor[1]["measured"].startswith("0.90") and poor[1]["finding"] == (
         "no figure published (figure-only): the measured value is for the reader"
     )

@@ -6,10 +6,11 @@ import sys
 import fingerprint
 
 from kit import runtimes
+from kit.analysis import fingerprints
 from kit.core import command
 from kit.image import recipes
 from kit.launch import launchers
-from kit.results import fingerprints, store
+from kit.results import store
 from kit.run import plan, trial
 
 

@@ -12,11 +12,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.across import compare
+from kit.analysis import stats, summary
+from kit.analysis.findings import REFERENCE
 from kit.core import units
 from kit.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNDECIDED, KitError
 from kit.core.schema import printable
-from kit.results import analysis, compare, stats
-from kit.results.findings import REFERENCE
 
 WITHIN, BEYOND, CANNOT_TELL = "within", "BEYOND", "cannot tell"
 STRADDLES = "its interval straddles the bound"
@@ -64,7 +65,7 @@ def overhead(out_dir: Path, allowed: dict[str, float], conf: float) -> list[Chec
             f"--max-overhead bounds {REFERENCE}, which every overhead is measured against; "
             "bound the other arms, e.g. docker=5%"
         )
-    a = analysis.analyse([out_dir], conf)
+    a = summary.analyse([out_dir], conf)
     arms = {arm.runtime for g in a.groups for arm in g.arms}
     if missing := sorted(allowed.keys() - arms):
         raise KitError(

@@ -17,12 +17,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from kit.analysis import screen, stats
+from kit.analysis.findings import REFERENCE
+from kit.analysis.values import by_round, figured
 from kit.core import benches, columns
 from kit.core.errors import KitError
 from kit.core.schema import printable
-from kit.results import catalogue, record, screen, selection, stats, store
-from kit.results.figures import by_round, figured
-from kit.results.findings import REFERENCE
+from kit.results import catalogue, record, selection, store
 from kit.results.record import Key, Trial
 
 

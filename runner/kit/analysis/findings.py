@@ -4,9 +4,9 @@
 
 from dataclasses import dataclass, field
 
+from kit.analysis import precision, stats
+from kit.analysis.fingerprints import Fingerprints
 from kit.core import benches
-from kit.results import precision, stats
-from kit.results.fingerprints import Fingerprints
 from kit.results.record import Key, Trial
 
 REFERENCE = "native"

@@ -6,8 +6,8 @@ interval to the width the median arm's launch spread allows (precision.allowance
 import math
 import statistics
 
-from kit.results.figures import by_round
-from kit.results.findings import Variance
+from kit.analysis.findings import Variance
+from kit.analysis.values import by_round
 from kit.results.record import Trial
 
 

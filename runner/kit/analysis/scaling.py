@@ -4,9 +4,9 @@ scaling efficiency) and on synthetic data (what reading real data costs it).
 
 import dataclasses
 
-from kit.results import stats
-from kit.results.figures import rates
-from kit.results.findings import IoOverhead, Scaling
+from kit.analysis import stats
+from kit.analysis.findings import IoOverhead, Scaling
+from kit.analysis.values import rates
 from kit.results.record import Key, Trial
 
 

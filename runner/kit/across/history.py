@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
+from kit.across import compare
+from kit.analysis import stats, summary
+from kit.analysis.findings import REFERENCE
 from kit.core import columns
 from kit.core.errors import KitError
-from kit.results import analysis, catalogue, compare, selection, stats
-from kit.results.findings import REFERENCE
+from kit.results import catalogue, selection
 from kit.results.record import Key, Trial
 
 WATCHED = ("runtime", "kernel", "image", "host")  # what a row's "changed" names
@@ -56,7 +58,7 @@ def _made(conf: float) -> str:
 def _overheads(rs: list[Trial], folder: str, conf: float) -> list[dict]:
     """One campaign's ratio of each arm to native, per configuration, as JSON keeps it."""
     out = []
-    for g in analysis.summarise(rs, folder, conf).groups:
+    for g in summary.summarise(rs, folder, conf).groups:
         for arm in g.arms:
             if arm.against == REFERENCE:
                 mine = [t for t in rs if t.runtime == arm.runtime and not t.warmup]

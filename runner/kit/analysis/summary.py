@@ -1,4 +1,4 @@
-"""From trial records to the analysis a report renders (kit.results.findings): the records
+"""From trial records to the analysis a report renders (kit.analysis.findings): the records
 read, grouped and each arm summarised here, the parts computed by their own modules.
 
 Trials are grouped by what was measured (image, benchmark, model, batch size, ranks);
@@ -15,17 +15,18 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from kit.analysis import fingerprints, pairing, precision, scaling, stats
+from kit.analysis.findings import ALL_PAIRS, OOM_FIELDS, REFERENCE, Analysis, Arm, Group
+from kit.analysis.screen import screen
+from kit.analysis.sweeps import arm_series
+from kit.analysis.values import figured, rates
+from kit.analysis.variance import decompose
 from kit.core import benches
 from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.schema import printable
-from kit.results import fingerprints, pairing, precision, record, scaling, stats, store
-from kit.results.figures import figured, rates
-from kit.results.findings import ALL_PAIRS, OOM_FIELDS, REFERENCE, Analysis, Arm, Group
+from kit.results import record, store
 from kit.results.record import Key, Trial
-from kit.results.screen import screen
-from kit.results.sweeps import arm_series
-from kit.results.variance import decompose
 
 log = logger(__name__)
 

@@ -8,10 +8,10 @@ import math
 import statistics
 from collections.abc import Callable
 
+from kit.analysis import stats
+from kit.analysis.findings import TOO_FEW, Arm, Group
+from kit.analysis.values import by_round, rates
 from kit.core import benches
-from kit.results import stats
-from kit.results.figures import by_round, rates
-from kit.results.findings import TOO_FEW, Arm, Group
 from kit.results.record import Trial
 
 

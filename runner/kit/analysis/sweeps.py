@@ -4,9 +4,9 @@ a sweep is read as curves, not compared as one figure.
 
 from collections import defaultdict
 
+from kit.analysis import stats
+from kit.analysis.findings import SweepPoint, SweepSeries
 from kit.core import benches
-from kit.results import stats
-from kit.results.findings import SweepPoint, SweepSeries
 from kit.results.record import Trial
 
 

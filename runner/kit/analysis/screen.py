@@ -5,9 +5,9 @@ that something outside them loaded the machine, each alike.
 import math
 from dataclasses import dataclass
 
+from kit.analysis import stats
+from kit.analysis.values import rates
 from kit.launch import hostload
-from kit.results import stats
-from kit.results.figures import rates
 from kit.results.record import Trial
 
 

@@ -15,7 +15,8 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
-from kit.results import record, stats
+from kit.analysis import stats
+from kit.results import record
 from kit.results.record import Trial
 
 TARGETS = (0.05, 0.02)  # the precisions a report prices
