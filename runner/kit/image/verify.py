@@ -87,7 +87,10 @@ def read_layer(layer: IO[bytes], _index: int = 0) -> Layer:
                 content = m.linkname
             else:
                 content = f"{m.devmajor},{m.devminor}" if m.ischr() or m.isblk() else ""
-            out.entries[path] = Entry(_kind(m), content, m.mode, (m.uid, m.gid), int(m.mtime))
+            # the permission bits alone: Go's tar writer (the engine's) puts the file type's
+            # bits in the mode too (0o40755), Python's (kit's reproducible layers) does not
+            perms = m.mode & 0o7777
+            out.entries[path] = Entry(_kind(m), content, perms, (m.uid, m.gid), int(m.mtime))
     return out
 
 

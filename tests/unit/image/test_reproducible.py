@@ -248,3 +248,25 @@ def test_kit_verify_exits_1_with_the_differences_as_json(kit_root, tmp_path, mon
     assert said["reproduced"] is False and said["differences"] == {"mode": ["etc/x"]}
     kept = json.loads((tmp_path / "aa" / "manifest.json").read_text())["verified"]
     assert (kept["against"], kept["reproduced"], kept["digest"]) == ("REF", False, "sha256:bb")
+
+
+def go_mode(raw: bytes, mode: int) -> bytes:
+    """The tar with its first entry's mode field as Go's writer (the engine's) fills it,
+    the type's bits included, which Python's tarfile never writes."""
+    head = bytearray(raw[:512])
+    head[100:108] = b"%07o\0" % mode
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)
+    return bytes(head) + raw[512:]
+
+
+def test_a_mode_is_compared_by_its_permission_bits_whoever_wrote_the_tar():
+    """A rebuilt image's layers are Python's, an image from a registry's the engine's:
+    a directory's 0o40755 there is the 0o755 here."""
+    ours = tar_of([("etc", tarfile.DIRTYPE, None, 0o755, EPOCH)])
+    go = go_mode(ours, 0o40755)
+    with tarfile.open(fileobj=io.BytesIO(go)) as tar:
+        assert tar.next().mode == 0o40755
+    assert verify.differences(tree(go), tree(ours)) == {}
+    setuid = go_mode(ours, 0o44755)
+    assert verify.differences(tree(setuid), tree(ours)) == {"mode": ["etc"]}
