@@ -16,8 +16,8 @@ KIT = Path(__file__).parents[2] / "runner" / "kit"
 # Layout table in its order: results/ reads launch/ (the host's load, the --hosts
 # launcher's label), analysis/ reads results/ (one campaign's records), across/ reads both
 # (campaigns compared), run/ reads them all (what a campaign writes, stops on and files);
-# report/ reads them (a preset's folder too: its preset.json); doctor and cli sit on top. "kit" is the
-# package's own __init__ (its version).
+# report/ reads them (a preset's folder too: its preset.json); doctor and cli sit on top.
+# "kit" is the package's own __init__ (its version).
 STAGES = {
     "kit": 0,
     "core": 0,
