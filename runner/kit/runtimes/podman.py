@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.proc import capture
-from kit.image import convert
+from kit.image import convert, engine
 from kit.image.recipes import Recipe
 from kit.runtimes import base, docker
 from kit.runtimes.base import Job, Prepared, Runtime
@@ -60,8 +60,9 @@ class Podman(Runtime):
 
     def prepare(self, recipe: Recipe, variant: str) -> Prepared:
         """Load the archive unless the store already holds this very image (same id)."""
-        art = convert.convert(recipe, variant, [self.runs])
-        return base.in_image(self._load(f"localhost/{recipe.tag(variant)}", art), art.digest)
+        art = convert.artifacts(recipe, variant)  # its digest: the archive is streamed
+        ref = f"localhost/{recipe.tag(variant)}"
+        return base.in_image(self._load(ref, art, recipe.tag(variant)), art.digest)
 
     def prepare_foreign(self, image: "Foreign") -> Prepared:
         if image.kind != "engine":
@@ -74,10 +75,13 @@ class Podman(Runtime):
         prep = base.in_image(self._load(art.digest.split(":")[-1], art), art.digest)
         return dataclasses.replace(prep, options=docker.ENTRY)
 
-    def _load(self, ref: str, art: convert.Artifacts) -> str:
-        """Load the archive unless `ref` already names this image. The image `ref` named
-        before (an earlier build of the tag) is removed once nothing else uses it: each
-        rebuild would otherwise leave gigabytes behind in the caller's store."""
+    def _load(self, ref: str, art: convert.Artifacts, source: str = "") -> str:
+        """Load the archive unless `ref` already names this image: the cached one, else
+        `docker save` of the engine's `source` streamed into `podman load`, so no second
+        copy of every image stays in the cache beside Podman's own (20 GB for the suite's
+        images). The image `ref` named before (an earlier build of the tag) is removed once
+        nothing else uses it: each rebuild would otherwise leave gigabytes behind in the
+        caller's store."""
         held = subprocess.run(
             [self.tool, "image", "inspect", "--format", "{{.Id}}", ref],
             capture_output=True,
@@ -85,7 +89,17 @@ class Podman(Runtime):
         ).stdout.strip()
         if held != art.digest.split(":")[-1]:
             t0 = time.monotonic()
-            capture([self.tool, "load", "--quiet", "--input", str(art.tar)], "podman load")
+            if art.tar.is_file() or not source:
+                capture([self.tool, "load", "--quiet", "--input", str(art.tar)], "podman load")
+            else:
+                save = subprocess.Popen([engine.docker(), "save", source], stdout=subprocess.PIPE)
+                try:
+                    capture([self.tool, "load", "--quiet"], "podman load", stdin=save.stdout)
+                finally:
+                    assert save.stdout is not None
+                    save.stdout.close()
+                    if save.wait() != 0:
+                        raise KitError(f"docker save {source} for podman load failed")
             log.info(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s")
             # without --force: an image still tagged otherwise, or in use, stays
             if (

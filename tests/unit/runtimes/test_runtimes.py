@@ -206,9 +206,10 @@ def test_podman_loads_a_rebuilt_image_and_removes_the_one_it_replaced(tmp_path, 
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     art = convert.Artifacts("sha256:" + "b" * 64, tmp_path)
+    art.tar.write_bytes(b"")  # converted before: loaded from the cache's archive
     podman = runtimes.get("podman")
     monkeypatch.setenv("HELD", "a" * 64)
-    assert podman._load("localhost/kit/x:1", art) == "localhost/kit/x:1"
+    assert podman._load("localhost/kit/x:1", art, "kit/x:1") == "localhost/kit/x:1"
     assert calls.read_text().splitlines() == [
         "image inspect --format {{.Id}} localhost/kit/x:1",
         f"load --quiet --input {tmp_path / 'image.tar'}",
@@ -218,6 +219,28 @@ def test_podman_loads_a_rebuilt_image_and_removes_the_one_it_replaced(tmp_path, 
     monkeypatch.setenv("HELD", "b" * 64)
     podman._load("localhost/kit/x:1", art)
     assert calls.read_text().splitlines() == ["image inspect --format {{.Id}} localhost/kit/x:1"]
+
+
+def test_podman_loads_an_image_not_converted_from_the_engine_keeping_no_copy(tmp_path, monkeypatch):
+    """No archive in the cache: `docker save` streams into `podman load`, so the cache
+    does not keep a second copy of every image beside Podman's store."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "podman"
+    fake.write_text(f'#!/bin/sh\necho "$* $(cat | wc -c)" >> {calls}\nexit 0\n')
+    fake.chmod(0o755)
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nprintf archive\n')
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KIT_DOCKER", str(docker))
+    engine.docker.cache_clear()
+    art = convert.Artifacts("sha256:" + "b" * 64, tmp_path / "none")
+    runtimes.get("podman")._load("localhost/kit/x:1", art, "kit/x:1")
+    engine.docker.cache_clear()
+    said = calls.read_text().splitlines()
+    assert said[0].startswith("image inspect --format {{.Id}} localhost/kit/x:1")
+    assert "save kit/x:1" in said and "load --quiet 7" in said
+    assert not art.tar.exists()
 
 
 def test_each_runtime_names_its_helpers_as_proc_gives_their_names():
