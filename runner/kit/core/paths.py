@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,3 +191,13 @@ def sha256_of(path: Path) -> str:
         while block := f.read(1 << 20):
             h.update(block)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder beside the cache (under KIT_CACHE, whose disk takes images;
+    /tmp may be a small tmpfs), removed afterwards whatever happens."""
+    folder = cache_dir() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=folder) as made:
+        yield Path(made)

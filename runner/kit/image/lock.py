@@ -17,14 +17,13 @@ import json
 import lzma
 import re
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, sha256_of, write_atomically
+from kit.core.paths import scratch, sha256_of, write_atomically
 from kit.image import debian_base, engine, wheels
 from kit.image.recipes import Recipe
 
@@ -152,10 +151,8 @@ def make(r: Recipe, variant: str, apt: list[str]) -> dict:
             f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''}): it moved since the "
             f"image was built; build it again (kit build {r.name} --no-cache), then lock"
         )
-    scratch_root = cache_dir() / "tmp"
-    scratch_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="lock-", dir=scratch_root) as scratch:
-        pip = pip_entries(r, venv_dists(r.tag(variant)), Path(scratch))
+    with scratch("lock-") as folder:
+        pip = pip_entries(r, venv_dists(r.tag(variant)), folder)
     return {
         "format": FORMAT,
         "recipe": r.name,

@@ -20,14 +20,13 @@ import json
 import re
 import subprocess
 import tarfile
-import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TypeVar
 
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, write_atomically
+from kit.core.paths import cache_dir, scratch, write_atomically
 from kit.image import engine
 
 # The image config's fields that say what the image is; the rest (the builder's
@@ -216,15 +215,6 @@ def load(config: bytes, layers: list[Path], tag: str) -> str:
     return "sha256:" + hashlib.sha256(config).hexdigest()
 
 
-@contextlib.contextmanager
-def _scratch() -> Iterator[Path]:
-    """A folder for the rewritten layers, beside the conversions (images are large)."""
-    folder = cache_dir() / "tmp"
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="reproducible-", dir=folder) as scratch:
-        yield Path(scratch)
-
-
 def _known(raw: str) -> Path:
     """Where the reproducible form of the engine's image `raw` is noted (a rebuild that
     BuildKit answers from its cache has the same raw ID: no second rewrite)."""
@@ -241,10 +231,10 @@ def rewrite(raw: str, tag: str, epoch: int) -> str:
         if engine.found(made) is not None:
             engine.run_quiet(["tag", made, tag], "docker tag")
             return made
-    with _scratch() as scratch:
+    with scratch("reproducible-") as folder:
 
         def write(layer: IO[bytes], index: int) -> tuple[Path, str]:
-            path = scratch / f"layer-{index}.tar"
+            path = folder / f"layer-{index}.tar"
             with path.open("wb") as out:
                 return path, write_layer(layer, out, epoch)
 
@@ -259,8 +249,8 @@ def rewrite(raw: str, tag: str, epoch: int) -> str:
 
 def from_rootfs(rootfs: Path, tag: str, epoch: int, config: dict, history: str) -> str:
     """A one-layer image from a root file system's tar (the Debian base), reproducible."""
-    with _scratch() as scratch:
-        layer = scratch / "layer.tar"
+    with scratch("reproducible-") as folder:
+        layer = folder / "layer.tar"
         with rootfs.open("rb") as src, layer.open("wb") as dst:
             diff_id = write_layer(src, dst, epoch)
         full = {"config": config, "history": [{"created_by": history}]}

@@ -243,10 +243,18 @@ def sif_tree(path: Path, scratch: Path) -> dict[str, Entry]:
     sqfs2tar = which("sqfs2tar", "install squashfs-tools-ng (Debian package)")
     part = scratch / f"{path.stem}.sqfs"
     with part.open("wb") as out:
-        subprocess.run([apptainer, "sif", "dump", "1", str(path)], stdout=out, check=False)
+        dumped = subprocess.run(
+            [apptainer, "sif", "dump", "1", str(path)], stdout=out, stderr=subprocess.PIPE
+        )
+    if dumped.returncode != 0:
+        said = (dumped.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"'{path}': apptainer sif dump could not read its partition ({said})")
     with subprocess.Popen([sqfs2tar, "--no-xattr", str(part)], stdout=subprocess.PIPE) as p:
         assert p.stdout is not None
-        layer = read_layer(p.stdout)
+        try:
+            layer = read_layer(p.stdout)
+        except tarfile.TarError as e:
+            raise KitError(f"'{path}': its squashfs partition could not be read ({e})") from None
     return flatten([layer])
 
 
