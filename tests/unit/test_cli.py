@@ -567,3 +567,16 @@ def test_a_mistake_argparse_finds_is_one_line_too(capsys):
     assert capsys.readouterr().err == (
         "kit: error: argument --baseline-launches: invalid int value: '2e9'; see kit run --help\n"
     )
+
+
+@pytest.mark.parametrize("args", [["completion", "bash"], ["report", "--help"]])
+def test_output_to_a_full_device_is_named_and_fails(args):
+    """Redirected to /dev/full, kit said "No space left on device" of no file, or nothing
+    and exit 0 when Python's last flush at exit failed."""
+    with open("/dev/full", "w") as full:
+        env = {**os.environ, "PYTHONPATH": os.environ["PYTHONPATH"]}
+        p = subprocess.run([sys.executable, "-m", "kit.cli", *args], stdout=full,
+                           stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    assert (p.returncode, p.stderr) == (2, "kit: error: could not write kit's output to "
+        "standard output (No space left on device); free space where it goes or send it "
+        "elsewhere\n")  # fmt: skip

@@ -3,10 +3,13 @@ dispatches: the image stage's commands are in images, the results' in results, a
 kit run's options are declared once in kit.run.options."""
 
 import argparse
+import contextlib
+import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from kit import __version__
 from kit.cli import completion, images, results
@@ -214,13 +217,66 @@ def _one_line(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 schema.one_line(name, str(item))
 
 
+class _Output:
+    """Standard output whose write errors name it: a redirect to a full disk (or /dev/full)
+    otherwise read as "No space left on device" of no file, or went unsaid when Python's
+    last flush at exit failed."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        with self._named():
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with self._named():
+            self._stream.flush()
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            # what is still buffered goes nowhere: Python's own flush at exit would fail again
+            with contextlib.suppress(OSError, ValueError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self._stream.fileno())
+                os.close(null)
+            raise KitError(
+                f"could not write kit's output to standard output ({e.strerror or e}); free "
+                "space where it goes or send it elsewhere"
+            ) from e
+
+
 def main(argv: list[str] | None = None) -> int:
+    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
+    try:
+        try:
+            return _main(argv)
+        except SystemExit:  # argparse's --help, --version and usage errors
+            sys.stdout.flush()
+            raise
+    except KitError as e:  # the output could not be written
+        messages.error(f"kit: error: {schema.printable(str(e))}")
+        return e.status
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: list[str] | None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
         log.set_level(log.level(args.quiet, args.verbose))
         check_typed(p, args)
         args.func(args)
+        sys.stdout.flush()
     except KitError as e:
         messages.error(f"kit: error: {schema.printable(str(e))}")
         return e.status
