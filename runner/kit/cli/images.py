@@ -88,7 +88,7 @@ def cmd_lock(a: argparse.Namespace) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
-    from kit.image import build, convert, recipes, verify
+    from kit.image import build, convert, engine, recipes, verify
 
     if a.image.endswith(".sif"):
         given = Path(a.image)
@@ -119,6 +119,8 @@ def cmd_verify(a: argparse.Namespace) -> None:
             build.make(r, variant, build.Options(a.ca_cert, no_cache=True), other)
         verdict = verify.compare(r.tag(variant), other)
         verify.record(convert.artifacts(r, variant).manifest, verdict, how)
+        if verdict.reproduced and not a.against:  # the same image: its second tag goes
+            engine.remove_quiet(other)
     if a.json:
         sys.stdout.write(jsonout.dumps(verdict.as_json()))
     else:

@@ -51,19 +51,7 @@ class Copy:
     stage: str = ""
 
 
-@dataclass(frozen=True)
-class ContentLabels:
-    """Labels listing every installed package (label -> build argument -> manifest file).
-
-    Docker fixes labels before a build runs, so `kit build` reads the manifest files
-    from the built image and passes them back in as build arguments of a second pass,
-    whose only new step is this label. Definitions do not render it: their images
-    carry the files (and a SIF converted from the Docker image carries the labels)."""
-
-    items: tuple[tuple[str, str, str], ...]
-
-
-Primitive = Shell | Env | Label | Copy | ContentLabels
+Primitive = Shell | Env | Label | Copy
 
 
 @dataclass(frozen=True)
@@ -257,12 +245,12 @@ def manifest() -> Shell:
     )
 
 
-CONTENTS = ContentLabels(
-    (
-        ("kit.apt-packages", "KIT_APT_PACKAGES", APT_LIST),
-        ("kit.pip-packages", "KIT_PIP_PACKAGES", PIP_LIST),
-    )
-)
+# Labels listing every installed package: label -> the manifest file they are read from.
+# Docker fixes labels before a build runs, so `kit build` reads the files from the built
+# image and writes the labels into the config when it writes the image in reproducible
+# form (kit.image.reproducible). Definitions carry the files; a SIF converted from the
+# Docker image carries the labels.
+CONTENTS = (("kit.apt-packages", APT_LIST), ("kit.pip-packages", PIP_LIST))
 
 
 def benchmarks() -> Copy:
@@ -282,7 +270,7 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     if r.pip_host:
         runtime = (*runtime, host_wheels(r))
     env = (Env(r.env),) if r.env else ()
-    last = (manifest(), benchmarks(), CONTENTS)
+    last = (manifest(), benchmarks())
     if r.compile is None:
         return [Stage("", (*runtime, *env, *last))]
     build = (apt_install(r.apt_build), compile_wheels(r))

@@ -1,5 +1,6 @@
 """`kit build`: a real `docker build` of a rendered recipe, with the site CA as a secret."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.paths import repo_root, write_atomically
-from kit.core.proc import capture, stream
+from kit.core.proc import stream
 from kit.image import engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.convert import artifacts
@@ -120,49 +121,75 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
 
 def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, list[str]]:
     """The docker build of a recipe's variant, written in reproducible form as `tag`
-    (kit.image.reproducible); the package lists read back from it."""
+    (kit.image.reproducible) with its package lists as labels; the lists.
+
+    Once written, the engine's own output is removed: the image is then stored once, not
+    twice (BuildKit's layers and the rewritten ones took 34 GB for the ten images). A
+    build whose inputs made an image the engine still has is that image (inputs_key),
+    whatever BuildKit's cache still holds; --no-cache always builds."""
     render.check([recipe])
     engine.server_version()
     base = ensure_base(recipe, variant)
     wheels.fetch(recipe)
     argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base)
-    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
-        iidfile = Path(scratch) / "image-id"
-        stream(untagged_argv(argv, iidfile), "docker build", env=env)
-        image = iidfile.read_text().strip()
-        # Second pass: every step is cached but the label holding the package lists.
-        lists = {path: read_file(image, path) for _, _, path in CONTENTS.items}
-        try:
-            log.info(lock.check(recipe, variant, lists[APT_LIST], image))
-        except KitError as e:
-            if opts.locked:
-                raise
-            log.warning(f"warning: {e}")
-        contents = [f"{arg}={' '.join(lists[path])}" for _, arg, path in CONTENTS.items]
-        log.info("labelling the image with its package lists")
-        labelled = untagged_argv(label_argv(argv, contents), iidfile)
-        capture(labelled, "docker build (labels)", env=env)
-        raw = iidfile.read_text().strip()
-    log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
-    reproducible.rewrite(raw, tag, recipe.epoch)
+    key = inputs_key(argv)
+    if not opts.no_cache and (made := reproducible.made_from(key)):
+        log.info(f"{tag}: these inputs made {made[7:19]}, which is here; not built again")
+        engine.run_quiet(["tag", made, tag], "docker tag")
+        labels = (engine.inspect(made) or {}).get("Config", {}).get("Labels") or {}
+        lists = {path: labels.get(label, "").split() for label, path in CONTENTS}
+    else:
+        env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+        with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+            iidfile = Path(scratch) / "image-id"
+            stream(untagged_argv(argv, iidfile), "docker build", env=env)
+            raw = iidfile.read_text().strip()
+        lists = {path: read_file(raw, path) for _, path in CONTENTS}
+        labels = {label: " ".join(lists[path]) for label, path in CONTENTS}
+        log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
+        made = reproducible.rewrite(raw, tag, recipe.epoch, labels)
+        reproducible.note_inputs(key, made)
+        engine.remove_quiet(raw)
+    try:
+        log.info(lock.check(recipe, variant, lists[APT_LIST], made))
+    except KitError as e:
+        if opts.locked:
+            raise
+        log.warning(f"warning: {e}")
     return lists
 
 
+def inputs_key(argv: list[str]) -> str:
+    """What a build's image depends on: its arguments (not the engine's path, the tag or
+    the CA secret, which no layer keeps), the rendered Dockerfile, what the build context
+    sends (.dockerignore: benchmarks/ and the host's wheels), and the reproducible
+    writer's form. The mirrors' state is not in it, as it is not in BuildKit's cache key."""
+    h = hashlib.sha256(f"form {reproducible.FORM}\n".encode())
+    skip = {"-t", "--secret", "--iidfile", "-f"}  # -f: the file's content and name below
+    words = argv[1:-1]
+    for i, word in enumerate(words):
+        if word not in skip and (i == 0 or words[i - 1] not in skip):
+            h.update(f"arg {word}\n".encode())
+    context = Path(argv[-1])
+    files = [Path(words[words.index("-f") + 1]), context / ".dockerignore"]
+    for folder in ("benchmarks", ".kit-wheels"):
+        files += sorted(p for p in (context / folder).rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts)  # fmt: skip
+    for f in files:
+        if f.is_file():
+            name = f.relative_to(context) if f.is_relative_to(context) else f.name
+            h.update(f"file {name} {f.stat().st_mode & 0o111:o}\n".encode())
+            with f.open("rb") as data:
+                h.update(hashlib.file_digest(data, "sha256").digest())
+    return h.hexdigest()
+
+
 def untagged_argv(argv: list[str], iidfile: Path) -> list[str]:
-    """A pass untagged (its id goes to `iidfile`): until its package lists are in its
-    labels and it is written in reproducible form it is not the image the tag names, and
-    a `kit run` or a second build beside this one must not take it for that (seen with
-    two test workers)."""
+    """The build untagged (its id goes to `iidfile`): until it is written in reproducible
+    form it is not the image the tag names, and a `kit run` or a second build beside this
+    one must not take it for that (seen with two test workers)."""
     i = argv.index("-t")
     return [*argv[:i], "--iidfile", str(iidfile), *argv[i + 2 :]]
-
-
-def label_argv(argv: list[str], contents: list[str]) -> list[str]:
-    """The same build with the package lists as build arguments (no --no-cache: the
-    second pass must reuse the first's layers)."""
-    extra = [x for c in contents for x in ("--build-arg", c)]
-    return [*[a for a in argv[:-1] if a != "--no-cache"], *extra, argv[-1]]
 
 
 def read_file(image: str, path: str) -> list[str]:

@@ -9,7 +9,10 @@ from functools import cache
 
 from kit.core import inputs, settings
 from kit.core.errors import KitError
+from kit.core.log import logger
 from kit.core.proc import capture
+
+log = logger(__name__)
 
 
 @cache
@@ -137,6 +140,14 @@ def image_id(ref: str) -> str:
 
 def run_quiet(args: list[str], what: str) -> str:
     return capture([docker(), *args], what)
+
+
+def remove_quiet(ref: str) -> None:
+    """Remove an image kit made on the way (a build's raw output, a rebuild compared):
+    best effort, as one a container still uses is not in the way."""
+    p = _run(["rmi", ref])
+    if p.returncode != 0:
+        log.debug(f"docker rmi {ref}: {p.stderr.strip()}")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 from kit.core.errors import KitError
 from kit.core.paths import repo_root
 from kit.image import blocks
-from kit.image.blocks import CA_SECRET, ContentLabels, Copy, Env, Label, Primitive, Shell
+from kit.image.blocks import CA_SECRET, Copy, Env, Label, Primitive, Shell
 from kit.image.recipes import Recipe
 
 CONTINUE = " && \\\n    "
@@ -61,10 +61,6 @@ def _docker(p: Primitive) -> str:
             return f"RUN {flags}" + CONTINUE.join(commands)
         case Copy(src, dst, stage):
             return f"COPY {f'--from={stage} ' if stage else ''}{src} {dst}"
-        case ContentLabels(items):
-            args = [f"ARG {arg}" for _, arg, _ in items]
-            body = " \\\n    ".join(f'{label}="${{{arg}}}"' for label, arg, _ in items)
-            return "\n".join([*args, f"LABEL {body}"])
     raise TypeError(p)
 
 

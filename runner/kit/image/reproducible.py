@@ -215,22 +215,47 @@ def load(config: bytes, layers: list[Path], tag: str) -> str:
     return "sha256:" + hashlib.sha256(config).hexdigest()
 
 
-def _known(raw: str) -> Path:
-    """Where the reproducible form of the engine's image `raw` is noted (a rebuild that
-    BuildKit answers from its cache has the same raw ID: no second rewrite)."""
-    return cache_dir() / "reproducible" / raw.removeprefix("sha256:")
+# The writer's own version, part of every build's inputs (kit.image.build.inputs_key):
+# an image written by another form of this writer is not reused.
+FORM = "2"
 
 
-def rewrite(raw: str, tag: str, epoch: int) -> str:
-    """The engine's image `raw` (an ID or reference) written again in reproducible form
-    and tagged `tag`; its ID."""
+def _noted(name: str) -> Path:
+    return cache_dir() / "reproducible" / name
+
+
+def _note(name: str, made: str) -> None:
+    note = _noted(name)
+    note.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(note, made + "\n")
+
+
+def _present(name: str) -> str | None:
+    """The image a note names, while the engine has it."""
+    note = _noted(name)
+    made = note.read_text().strip() if note.is_file() else ""
+    return made if made and engine.found(made) is not None else None
+
+
+def made_from(key: str) -> str | None:
+    """The image a build with these inputs made, when the engine still has it: built
+    again, it would be the same image (what a full BuildKit cache hit gives), so kit does
+    not need BuildKit's cache of it."""
+    return _present(f"inputs-{key}")
+
+
+def note_inputs(key: str, made: str) -> None:
+    _note(f"inputs-{key}", made)
+
+
+def rewrite(raw: str, tag: str, epoch: int, labels: dict[str, str] | None = None) -> str:
+    """The engine's image `raw` (an ID or reference) written again in reproducible form,
+    with `labels` added to its config, and tagged `tag`; its ID. A raw image written
+    before (BuildKit answered from its cache) is not written twice."""
     raw_id = engine.image_id(raw)
-    note = _known(raw_id)
-    if note.is_file():
-        made = note.read_text().strip()
-        if engine.found(made) is not None:
-            engine.run_quiet(["tag", made, tag], "docker tag")
-            return made
+    if made := _present(raw_id.removeprefix("sha256:")):
+        engine.run_quiet(["tag", made, tag], "docker tag")
+        return made
     with scratch("reproducible-") as folder:
 
         def write(layer: IO[bytes], index: int) -> tuple[Path, str]:
@@ -240,10 +265,11 @@ def rewrite(raw: str, tag: str, epoch: int) -> str:
 
         with saved(raw_id) as stream:
             config, layers = read_saved(stream, write)
+        run = config.setdefault("config", {})
+        run["Labels"] = {**(run.get("Labels") or {}), **(labels or {})}
         diff_ids = [d for _, d in layers]
         made = load(normal_config(config, diff_ids, epoch), [f for f, _ in layers], tag)
-    note.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(note, made + "\n")
+    _note(raw_id.removeprefix("sha256:"), made)
     return made
 
 

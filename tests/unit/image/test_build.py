@@ -1,5 +1,6 @@
 """The exact docker build command line."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -120,23 +121,59 @@ def test_unpullable_base_is_a_clear_error(kit_root, mini, tmp_path, monkeypatch)
     )
 
 
-def test_label_pass_reuses_the_first_builds_cache():
-    first = ["docker", "build", "-t", "kit/x:1-cpu", "--no-cache", "/repo"]
-    assert build.label_argv(first, ["KIT_APT_PACKAGES=a=1 b=2", "KIT_PIP_PACKAGES=c==3"]) == [
-        "docker",
+def test_the_inputs_key_changes_with_what_the_image_is_made_of_and_nothing_else(tmp_path):
+    """A build whose key names an image the engine has is that image, not built again:
+    whatever a layer could take in must change the key; what none keeps must not."""
+    repo = tmp_path / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    (repo / ".kit-wheels").mkdir()
+    (repo / ".dockerignore").write_text("*\n!benchmarks\n")
+    (repo / "Dockerfile").write_text("FROM x\n")
+    bench = repo / "benchmarks" / "b.py"
+    bench.write_text("print(1)\n")
+    argv = [
+        "/usr/bin/docker",
         "build",
         "-t",
         "kit/x:1-cpu",
+        "-f",
+        str(repo / "Dockerfile"),
+        "--secret",
+        "id=cacert,src=/etc/ca.crt",
         "--build-arg",
-        "KIT_APT_PACKAGES=a=1 b=2",
-        "--build-arg",
-        "KIT_PIP_PACKAGES=c==3",
-        "/repo",
+        "BASE_IMAGE=b:1",
+        str(repo),
     ]
+    key = build.inputs_key(argv)
+    same = [
+        ["docker", *argv[1:]],  # another client
+        [*argv[:3], "kit-verify/x:1-cpu", *argv[4:]],  # another tag
+        [*argv[:7], "id=cacert,src=/other.crt", *argv[8:]],  # another CA bundle
+    ]
+    elsewhere = tmp_path / "clone"
+    shutil.copytree(repo, elsewhere)  # the same checkout in another folder
+    same.append([a.replace(str(repo), str(elsewhere)) for a in argv])
+    assert {build.inputs_key(a) for a in same} == {key}
+    (repo / "benchmarks" / "__pycache__").mkdir()
+    (repo / "benchmarks" / "__pycache__" / "b.pyc").write_bytes(b"x")
+    assert build.inputs_key(argv) == key
+    changes = [
+        lambda: bench.write_text("print(2)\n"),
+        lambda: bench.chmod(0o755),
+        lambda: (repo / ".kit-wheels" / "w.whl").write_bytes(b"w"),
+        lambda: (repo / "Dockerfile").write_text("FROM y\n"),
+        lambda: (repo / ".dockerignore").write_text("*\n"),
+    ]
+    keys = {key}
+    for change in changes:
+        change()
+        keys.add(build.inputs_key(argv))
+    keys.add(build.inputs_key([*argv[:-2], "BASE_IMAGE=b:2", argv[-1]]))
+    assert len(keys) == len(changes) + 2
 
 
-def test_first_pass_is_untagged_until_the_labels_are_in():
-    """A `kit run` beside the build must not find the tag on the unlabelled image."""
+def test_the_build_is_untagged_until_written_in_reproducible_form():
+    """A `kit run` beside the build must not find the tag on the engine's raw output."""
     argv = ["docker", "build", "--progress=plain", "-t", "kit/x:1-cpu", "-f", "D", "/repo"]
     assert build.untagged_argv(argv, Path("/tmp/b/image-id")) == [
         *("docker", "build", "--progress=plain", "--iidfile", "/tmp/b/image-id"),

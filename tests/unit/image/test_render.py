@@ -67,10 +67,6 @@ RUN mkdir -p /opt/kit && \\
     dpkg-query -W -f='${Package}=${Version}\\n' > /opt/kit/apt-packages.txt && \\
     /opt/kit/venv/bin/python -m pip list --format=freeze > /opt/kit/pip-packages.txt
 COPY benchmarks /opt/kit/benchmarks
-ARG KIT_APT_PACKAGES
-ARG KIT_PIP_PACKAGES
-LABEL kit.apt-packages="${KIT_APT_PACKAGES}" \\
-    kit.pip-packages="${KIT_PIP_PACKAGES}"
 """
 
 
