@@ -22,7 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "runner"), str(REPO)]
 
-from kit.results import catalogue, history  # noqa: E402
+from kit.across import history  # noqa: E402
+from kit.results import catalogue  # noqa: E402
 from tests.unit.records import campaign_folder  # noqa: E402
 
 ARMS = {"native": 1.0, "docker": 0.97, "singularity": 0.99, "podman": 0.98, "charliecloud": 0.96}
