@@ -123,16 +123,18 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
     """The docker build of a recipe's variant, written in reproducible form as `tag`
     (kit.image.reproducible) with its package lists as labels; the lists.
 
-    Once written, the engine's own output is removed: the image is then stored once, not
-    twice (BuildKit's layers and the rewritten ones took 34 GB for the ten images). A
-    build whose inputs made an image the engine still has is that image (inputs_key),
-    whatever BuildKit's cache still holds; --no-cache always builds."""
+    Once written, the engine's own output is removed, so the image is stored once, not
+    twice (BuildKit's layers and the rewritten ones took 34 GB for the ten images); so is
+    the image the tag named before, when no other tag names it. A build whose inputs
+    made an image the engine still has is that image (inputs_key), whatever BuildKit's
+    cache still holds; --no-cache always builds."""
     render.check([recipe])
     engine.server_version()
     base = ensure_base(recipe, variant)
     wheels.fetch(recipe)
     argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base)
     key = inputs_key(argv)
+    before = (engine.found(tag) or {}).get("Id")
     if not opts.no_cache and (made := reproducible.made_from(key)):
         log.info(f"{tag}: these inputs made {made[7:19]}, which is here; not built again")
         engine.run_quiet(["tag", made, tag], "docker tag")
@@ -150,6 +152,8 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
         made = reproducible.rewrite(raw, tag, recipe.epoch, labels)
         reproducible.note_inputs(key, made)
         engine.remove_quiet(raw)
+    if before and before != made:  # the image the tag named, now named by none
+        engine.remove_quiet(before)
     try:
         log.info(lock.check(recipe, variant, lists[APT_LIST], made))
     except KitError as e:
