@@ -14,9 +14,8 @@ from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.paths import repo_root, write_atomically
 from kit.core.proc import stream
-from kit.image import engine, lock, render, reproducible, wheels
+from kit.image import convert, engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
-from kit.image.convert import artifacts
 from kit.image.recipes import Recipe
 
 log = logger(__name__)
@@ -111,11 +110,14 @@ def build(recipe: Recipe, variant: str, opts: Options | None = None) -> str:
     t0 = time.monotonic()
     lists = make(recipe, variant, opts, recipe.tag(variant))
     manifest = write_manifest(recipe, variant, lists[APT_LIST], lists[PIP_LIST])
+    # the conversions of a build the engine no longer holds (make removed the image the
+    # tag named before) are unreachable: 9 GB of them were left here by five rebuilds
+    convert.drop_superseded(recipe, variant, convert.artifacts(recipe, variant), [])
     print(
         f"built {recipe.tag(variant)} ({manifest['digest'][:19]}, "
         f"{manifest['size_bytes'] / 1e9:.2f} GB) in {time.monotonic() - t0:.0f} s"
     )
-    print(f"manifest {artifacts(recipe, variant).manifest}")
+    print(f"manifest {convert.artifacts(recipe, variant).manifest}")
     return recipe.tag(variant)
 
 
@@ -212,7 +214,7 @@ def write_manifest(recipe: Recipe, variant: str, apt: list[str], pip: list[str])
     tag = recipe.tag(variant)
     info = engine.inspect(tag) or {}
 
-    art = artifacts(recipe, variant)
+    art = convert.artifacts(recipe, variant)
     manifest = {
         "image": recipe.name,
         "tag": tag,

@@ -227,7 +227,7 @@ def _builds(recipe: Image, variant: str) -> list[Artifacts]:
     return out
 
 
-def _drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str]) -> None:
+def drop_superseded(recipe: Image, variant: str, art: Artifacts, made: list[str]) -> None:
     """Clear the conversions of earlier builds of the same recipe version and variant (a
     rebuild leaves them unreachable but for `earlier`, which takes the newest), so each
     rebuild does not leave gigabytes in the cache: the folder of a build whose image the
@@ -284,7 +284,7 @@ def record_made(recipe: Image, variant: str, art: Artifacts, phases: dict[str, f
         meta = inputs.remade(art.meta)
         conv["squashfs_compression"] = meta.get("compression") if isinstance(meta, dict) else None
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")
-    _drop_superseded(recipe, variant, art, list(phases))
+    drop_superseded(recipe, variant, art, list(phases))
 
 
 def _save(tag: str, art: Artifacts) -> None:

@@ -216,7 +216,7 @@ def test_a_new_conversion_removes_what_earlier_builds_of_the_image_made(
     folders = superseded(tmp_path)
     new = convert.Artifacts("sha256:ee", folders / "ee")
     with in_use(folders / "dd"):
-        convert._drop_superseded(
+        convert.drop_superseded(
             recipes.load("pytorch-mpich"), "cpu", new, ["squashfs", "singularity"]
         )
     left = {d.name: sorted(p.name for p in d.iterdir()) for d in folders.iterdir()}
@@ -244,7 +244,7 @@ def test_earlier_builds_the_engine_no_longer_holds_go_whole_unless_in_use(
     folders = superseded(tmp_path)
     new = convert.Artifacts("sha256:ee", folders / "ee")
     with in_use(folders / "dd"):
-        convert._drop_superseded(recipes.load("pytorch-mpich"), "cpu", new, ["singularity"])
+        convert.drop_superseded(recipes.load("pytorch-mpich"), "cpu", new, ["singularity"])
     left = {d.name: sorted(p.name for p in d.iterdir()) for d in folders.iterdir()}
     assert left == {
         "bb": [".in-use", "image.sqfs", "manifest.json"],
