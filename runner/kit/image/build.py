@@ -12,7 +12,7 @@ from pathlib import Path
 from kit.core import inputs, settings
 from kit.core.errors import KitError
 from kit.core.log import logger
-from kit.core.paths import repo_root, write_atomically
+from kit.core.paths import repo_root, sha256_of, write_atomically
 from kit.core.proc import stream
 from kit.image import convert, engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
@@ -185,8 +185,7 @@ def inputs_key(argv: list[str]) -> str:
         if f.is_file():
             name = f.relative_to(context) if f.is_relative_to(context) else f.name
             h.update(f"file {name} {f.stat().st_mode & 0o111:o}\n".encode())
-            with f.open("rb") as data:
-                h.update(hashlib.file_digest(data, "sha256").digest())
+            h.update(bytes.fromhex(sha256_of(f)))
     return h.hexdigest()
 
 
