@@ -4,6 +4,7 @@ and its squashfs and docker-save tar the same bytes, its SIF the same bytes less
 the SIF format fills anew (kit.image.sif). kit verify names what differs when it does."""
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -157,6 +158,26 @@ def test_verify_names_a_changed_file_and_a_changed_mode_and_exits_1(twice, tmp_p
     mode = lines.index("  mode: 1 path(s)")
     assert lines[mode + 1] == "    /opt/kit/apt-packages.txt"
     assert any(x.startswith("  config fields: ") and "rootfs" in x for x in lines), lines
+
+
+def test_a_bundle_rebuilds_the_image_with_the_network_off(twice, tmp_path):
+    """kit lock, kit bundle, then kit build --from-bundle: the bundle's files alone, the
+    build's network off, and the same digest; a bundle of a file changed is refused."""
+    env = twice["env"]
+    kit("lock", "tiny-mpich", env=env)
+    out = tmp_path / "bundle"
+    held = json.loads(kit("bundle", "tiny-mpich", "--out", str(out), "--json", env=env).stdout)
+    tag = "kit/tiny-mpich:0.1.0-cpu"
+    built = docker("image", "inspect", "--format", "{{.Id}}", tag).strip()
+    assert held["digest"] == built
+    assert any(name.endswith(".deb") for name in held["files"])
+    again = kit("build", "tiny-mpich", "--from-bundle", str(out), env=env)
+    assert "--network=none" in again.stderr
+    assert again.stdout.endswith(f"{built[:19]}, the digest the bundle names (reproduced)\n")
+    assert docker("image", "inspect", "--format", "{{.Id}}", tag).strip() == built
+    (out / "context" / "benchmarks" / "kitschema.py").write_text("changed\n")
+    p = kit("build", "tiny-mpich", "--from-bundle", str(out), check=False, env=env)
+    assert p.returncode == 2 and "kitschema.py is not the file the bundle holds" in p.stderr
 
 
 def verified(image: str) -> None:

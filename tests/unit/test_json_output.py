@@ -12,7 +12,7 @@ from referencing import Registry, Resource
 
 from kit import cli, doctor
 from kit.core import jsonout
-from kit.image import convert, engine, verify
+from kit.image import bundle, convert, engine, verify
 from tests.unit.image.test_cache import make
 from tests.unit.records import campaign_folder
 
@@ -79,6 +79,15 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
     )
     same = verify.Verdict("kit/x", "sha256:aa", "REF", "sha256:aa", {}, [])
     monkeypatch.setattr(verify, "compare", lambda image, other: same)
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "base.tar").write_bytes(b"tar")
+    held = {"format": bundle.FORMAT, "recipe": "pytorch-mpich", "version": "1.3.0",
+            "variant": "cpu", "tag": "kit/pytorch-mpich:1.3.0-cpu", "epoch": 1795824000,
+            "digest": "sha256:" + "a" * 64, "dockerfile": "containers/pytorch-mpich/Dockerfile",
+            "base": {"tag": "kit/debian:bookworm-aa", "id": "sha256:" + "b" * 64},
+            "kit": {"version": "0.1.0", "commit": ""}, "made": "2026-11-28T00:00:00Z",
+            "files": {"base.tar": "c" * 64}, "seconds": 1}  # fmt: skip
+    monkeypatch.setattr(bundle, "make", lambda r, v, out: held)
     here = doctor.Check("MPICH", True, "4.0", "apt-get install mpich")
     monkeypatch.setattr(doctor, "components", lambda: {"mpich": here})
     monkeypatch.setattr(doctor, "tools", lambda: {"tool:docker": here})
@@ -87,6 +96,7 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
         "render": ["render", "pytorch-mpich", "--check"],
         "convert": ["convert", "pytorch-mpich", "--to", "singularity"],
         "verify": ["verify", "pytorch-mpich", "--against", "REF"],
+        "bundle": ["bundle", "pytorch-mpich", "--out", str(tmp_path / "bundle")],
         "import": ["import", str(tmp_path / "Dockerfile"), "--name", "x"],
         "cache ls": ["cache", "ls"],
         "cache prune": ["cache", "prune", "--keep-last", "1", "--dry-run"],

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from kit.core import jsonout
-from kit.core.errors import EXIT_FAILED, KitError
+from kit.core.errors import EXIT_FAILED, Failed, KitError
 from kit.core.log import logger
 
 log = logger(__name__)
@@ -62,10 +62,47 @@ def cmd_build(a: argparse.Namespace) -> None:
 
     r = recipes.load(a.image)
     formats = convert.parse_formats(a.to) if a.to else []
-    opts = build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from), a.locked)
-    build.build(r, a.variant, opts)
+    if a.from_bundle is not None:
+        _from_bundle(a)
+    else:
+        opts = build.Options(a.ca_cert, a.no_cache, tuple(a.cache_from), a.locked)
+        build.build(r, a.variant, opts)
     if formats:
         convert.convert(r, a.variant, formats)
+
+
+def _from_bundle(a: argparse.Namespace) -> None:
+    import time
+
+    from kit.image import bundle
+
+    t0 = time.monotonic()
+    made, tag, held = bundle.rebuild(a.image, a.variant, a.from_bundle)
+    took = f"in {time.monotonic() - t0:.0f} s"
+    if made != held["digest"]:
+        raise Failed(
+            f"the bundle's rebuild is {made[:19]}, not {held['digest'][:19]} as {a.from_bundle} "
+            f"names ({took}); kept as {tag}: see what differs with "
+            f"kit verify {a.image} --against {tag}"
+        )
+    print(f"rebuilt {tag} from {a.from_bundle} with the network off {took}: {made[:19]}, "
+          "the digest the bundle names (reproduced)")  # fmt: skip
+
+
+def cmd_bundle(a: argparse.Namespace) -> None:
+    from kit.core.paths import size_of
+    from kit.image import bundle, recipes
+
+    held = bundle.make(recipes.load(a.image), a.variant, a.out)
+    size = size_of(a.out)
+    if a.json:
+        sys.stdout.write(jsonout.dumps({**held, "size_bytes": size, "folder": str(a.out)}))
+        return
+    print(
+        f"wrote {a.out}: {held['tag']} ({held['digest'][:19]}), {len(held['files'])} files, "
+        f"{size / 1e9:.2f} GB, in {held['seconds']} s; rebuild it with no network by "
+        f"kit build {held['recipe']} --from-bundle {a.out}"
+    )
 
 
 def cmd_lock(a: argparse.Namespace) -> None:
@@ -232,8 +269,34 @@ def add_build(sub: argparse._SubParsersAction) -> None:
         help="refuse the image (the tag stays where it was) when its packages are not what "
         "recipes/IMAGE.lock.json locks; without it a difference is a warning",
     )
+    s.add_argument(
+        "--from-bundle",
+        type=Path,
+        metavar="DIR",
+        help="build from what 'kit bundle' kept in DIR alone, with the build's network off, "
+        "and check the image is the one the bundle names (exit 1 when it is not)",
+    )
     s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
     s.set_defaults(func=cmd_build)
+
+
+def add_bundle(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "bundle",
+        help="keep every input of an image's recipe version in a folder, for an offline rebuild",
+        description="Write into DIR every input of IMAGE's recipe version, each checked "
+        "against recipes/IMAGE.lock.json and named by its SHA-256 in DIR/bundle.json: the "
+        "lock's .deb files with their stanzas of the mirror's index, its pip files in a "
+        "local index, the base image (docker save), the rendered Dockerfile, benchmarks/, "
+        "the host's wheels, the recipe, and kit's version. 'kit build IMAGE --from-bundle "
+        "DIR' rebuilds the image from DIR alone with the build's network off. IMAGE must be "
+        "built and hold exactly its lock (kit lock IMAGE).",
+    )
+    s.add_argument("image", metavar="IMAGE")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
+    s.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    jsonout.add_option(s)
+    s.set_defaults(func=cmd_bundle)
 
 
 def add_lock(sub: argparse._SubParsersAction) -> None:

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import time
@@ -19,19 +20,34 @@ from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.recipes import Recipe
 
 log = logger(__name__)
-HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+# Where hosts keep their CA bundle: Debian's, Red Hat's, and the one OpenSSL was built with.
+HOST_CAS = (
+    Path("/etc/ssl/certs/ca-certificates.crt"),
+    Path("/etc/pki/tls/certs/ca-bundle.crt"),
+    Path(ssl.get_default_verify_paths().cafile or "/etc/ssl/cert.pem"),
+)
 
 
 def ca_bundle(override: Path | None) -> Path | None:
     """The CA bundle pip and curl inside the build trust: --ca-cert, KIT_CA_CERT, or the
-    host's own bundle (which carries any site CA that intercepts TLS)."""
+    host's own bundle (which carries any site CA that intercepts TLS).
+
+    It also shapes the image: BuildKit leaves the secret's mount point (/run/secrets) in
+    the layer only when the secret is not empty, so a build without one is another image
+    than the one docs/images.md lists; hence the search of the usual places and a warning."""
     given = settings.value("KIT_CA_CERT")
     chosen = override or (Path(given) if given else None)
     if chosen is not None:
         if not chosen.is_file():
             raise KitError(f"CA bundle '{chosen}' is not a file; pass --ca-cert FILE")
         return chosen
-    return HOST_CA if HOST_CA.is_file() else None
+    if found := next((p for p in HOST_CAS if p.is_file() and p.stat().st_size), None):
+        return found
+    log.warning(
+        "warning: no CA bundle on this host: the image built will lack the /run/secrets "
+        "mount point, and not be the digest docs/images.md lists; pass --ca-cert FILE"
+    )
+    return None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from kit.core import inputs
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 from kit.core.paths import scratch, sha256_of, write_atomically
 from kit.image import debian_base, engine, wheels
 from kit.image.recipes import Recipe
@@ -58,21 +58,33 @@ def normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def debian_index(mirror: str, suite: str) -> dict[tuple[str, str], dict]:
-    """(package, version) -> its file's SHA-256 and pool path, from the mirror's index of
-    the suite's main component (the only one kit's images use)."""
+def debian_stanzas(mirror: str, suite: str) -> dict[tuple[str, str], str]:
+    """(package, version) -> its stanza in the mirror's index of the suite's main
+    component (the only one kit's images use), as the index spells it."""
     url = f"{mirror.rstrip('/')}/dists/{suite}/main/binary-amd64/Packages.xz"
     try:
         with urllib.request.urlopen(url, timeout=120) as r:  # the user's mirror setting
             text = lzma.decompress(r.read()).decode()
     except (urllib.error.URLError, OSError, lzma.LZMAError, UnicodeDecodeError) as e:
         raise KitError(f"cannot read {url} ({e}); set KIT_DEBIAN_MIRROR to a mirror") from None
-    index = {}
+    found = {}
     for stanza in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line[:60])
+        fields = _fields(stanza)
         if {"Package", "Version", "SHA256", "Filename"} <= fields.keys():
-            key = (fields["Package"], fields["Version"])
-            index[key] = {"sha256": fields["SHA256"], "pool": fields["Filename"]}
+            found[(fields["Package"], fields["Version"])] = stanza.strip("\n")
+    return found
+
+
+def _fields(stanza: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line[:60])
+
+
+def debian_index(mirror: str, suite: str) -> dict[tuple[str, str], dict]:
+    """(package, version) -> its file's SHA-256 and pool path, from the mirror's index."""
+    index = {}
+    for key, stanza in debian_stanzas(mirror, suite).items():
+        fields = _fields(stanza)
+        index[key] = {"sha256": fields["SHA256"], "pool": fields["Filename"]}
     return index
 
 
@@ -93,15 +105,20 @@ def venv_dists(image: str) -> list[list[str]]:
     return dists
 
 
-def _download(argv: list[str], pin: str, dest: Path) -> dict:
-    """The one file `pip download` fetched for pin, with its SHA-256."""
+def download(r: Recipe, kind: str, pin: str, dest: Path) -> dict:
+    """The one file `pip download` fetches for pin into the empty folder dest, with its
+    SHA-256: the sdist (kind "sdist") or the wheel for the image's Python ("index")."""
+    argv = [wheels.HOST_PYTHON, "-m", "pip", "download", "--quiet", "--no-deps"]
+    argv += (
+        ["--no-binary=:all:"] if kind == "sdist" else ["--only-binary=:all:", *wheels.for_image(r)]
+    )
     dest.mkdir(parents=True, exist_ok=True)
     p = subprocess.run([*argv, "--dest", str(dest), pin], capture_output=True, text=True)
     files = sorted(dest.iterdir())
     if p.returncode != 0 or len(files) != 1:
         tail = (p.stderr.strip().splitlines() or ["no single file"])[-1]
-        raise KitError(
-            f"pip could not fetch {pin} for the lock ({tail}); point pip at an index that "
+        raise Failed(
+            f"pip could not fetch {pin} ({tail}); point pip at an index that "
             "has it (pip.conf, PIP_INDEX_URL or PIP_EXTRA_INDEX_URL)"
         )
     return {"file": files[0].name, "sha256": sha256_of(files[0])}
@@ -109,7 +126,6 @@ def _download(argv: list[str], pin: str, dest: Path) -> dict:
 
 def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
     """Each venv distribution with the file it was installed from and that file's SHA-256."""
-    pip = [wheels.HOST_PYTHON, "-m", "pip", "download", "--quiet", "--no-deps"]
     compiled = {normal(p.split("==")[0]) for p in (r.compile.packages if r.compile else ())}
     from_source = {normal(n) for n in r.pip_from_source} | compiled
     host = {normal(p.split("==")[0]): f for p, f in zip(r.pip_host, wheels.fetch(r), strict=True)}
@@ -120,15 +136,13 @@ def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
         if key in host:
             entry |= {"from": "host", "file": host[key].name, "sha256": sha256_of(host[key])}
         elif key in from_source:
-            got = _download([*pip, "--no-binary=:all:"], pin, scratch / key)
-            entry |= {"from": "sdist", **got}
+            entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key)}
         elif url.startswith("ensurepip:"):
             entry |= {"from": "ensurepip", "file": url.removeprefix("ensurepip:")}
         elif url:
             raise KitError(f"{r.name}'s venv has {pin} from {url}, which the recipe does not name")
         else:
-            argv = [*pip, "--only-binary=:all:", *wheels.for_image(r)]
-            entry |= {"from": "index", **_download(argv, pin, scratch / key)}
+            entry |= {"from": "index", **download(r, "index", pin, scratch / key)}
         entries.append(entry)
     return entries
 
