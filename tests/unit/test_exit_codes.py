@@ -30,6 +30,7 @@ LEAST = {
     "base": [],
     "build": ["pytorch-mpich"],
     "lock": ["pytorch-mpich"],
+    "bundle": ["pytorch-mpich", "--out", "X"],
     "verify": ["pytorch-mpich"],
     "convert": ["pytorch-mpich", "--to", "singularity"],
     "pull": ["pytorch-mpich", "--ref", "docker://x/y:z"],
@@ -178,3 +179,114 @@ def test_run_exits_0_for_its_plan_1_when_an_arm_has_no_trial_that_succeeded(
     monkeypatch.setattr(start, "run", failed)
     assert cli.main(["run", "pytorch-mpich", "--runtime", "native"]) == EXIT_FAILED
     assert capsys.readouterr().err.endswith("succeeded; the records are kept\n")
+
+
+# A docker client that answers as an engine holding kit's Debian base and fails every
+# build as BuildKit does: `kit build`, `lock` and `verify` reach the real `docker build`.
+BASE_ID = "sha256:" + "3a1c1aae27d1" * 5 + "6d65"
+FAILING_DOCKER = f"""#!/bin/sh
+case "$1 $2" in
+  "version --format") echo 20.10.24 ;;
+  "image inspect") echo '[{{"Id": "{BASE_ID}", "Config": {{}}}}]' ;;
+  build*) echo 'ERROR: failed to solve: "apt-get update" exit code: 100' >&2; exit 1 ;;
+  *) exit 0 ;;
+esac
+"""
+
+# An Apptainer that builds each SIF it is asked for, or fails as it does on a bad source.
+APPTAINER = """#!/bin/sh
+[ "$1" = build ] || exit 0
+if [ "$6" = docker://x/fails:1 ]; then echo 'FATAL: no such image' >&2; exit 255; fi
+echo sif > "$5"
+"""
+
+
+@pytest.fixture
+def engine_fails(tmp_path, monkeypatch):
+    from kit.image import engine
+
+    client = tmp_path / "docker"
+    client.write_text(FAILING_DOCKER)
+    client.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(client))
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    engine.docker.cache_clear()
+    yield
+    engine.docker.cache_clear()
+
+
+@pytest.mark.parametrize("argv", [["build", "pytorch-mpich"], ["lock", "pytorch-mpich"],
+                                  ["verify", "pytorch-mpich"]])  # fmt: skip
+def test_a_command_whose_docker_build_fails_exits_1(argv, engine_fails, capsys):
+    assert cli.main(argv) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "kit: error: docker build failed (exit 1); see the output above"
+
+
+@pytest.mark.parametrize("ref, code", [("docker://x/image:1", EXIT_OK),
+                                       ("docker://x/fails:1", EXIT_FAILED)])  # fmt: skip
+def test_pull_exits_0_pulled_1_when_apptainer_fails(ref, code, tmp_path, monkeypatch, capsys):
+    from kit.image import pull
+
+    tool = tmp_path / "apptainer"
+    tool.write_text(APPTAINER)
+    tool.chmod(0o755)
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pull, "which", lambda cmd, fix: str(tool))
+    assert cli.main(["pull", "pytorch-mpich", "--ref", ref]) == code
+    if code == EXIT_FAILED:
+        assert "apptainer build failed (exit 255)" in capsys.readouterr().err
+
+
+def test_the_image_commands_exit_0_when_done(tmp_path, monkeypatch, capsys, host_tools):
+    """What needs no engine runs for real; build, lock, bundle, convert and verify with the
+    engine's part stood in (the integration tests run them whole)."""
+    from kit.image import build, bundle, convert, engine, lock, verify
+
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine, "inspect", lambda ref: None)
+    (tmp_path / "Dockerfile").write_text("FROM debian:12\nRUN true\n")
+    monkeypatch.setattr(build, "build", lambda r, v, opts=None: r.tag(v))
+    monkeypatch.setattr(build, "read_file", lambda image, path: [])
+    monkeypatch.setattr(lock, "make", lambda r, v, apt: {"apt": [], "pip": []})
+    monkeypatch.setattr(lock, "write", lambda r, v, held: tmp_path / "x.lock.json")
+    monkeypatch.setattr(bundle, "make", lambda r, v, out: {"tag": "t", "digest": "sha256:0",
+                        "files": {}, "seconds": 0, "recipe": r.name})  # fmt: skip
+    art = convert.Artifacts("sha256:ab", tmp_path / "ab")
+    monkeypatch.setattr(convert, "convert", lambda r, v, f: art)
+    monkeypatch.setattr(convert, "artifacts", lambda r, v: art)
+    same = verify.Verdict("kit/x", "sha256:aa", "REF", "sha256:aa", {}, [])
+    monkeypatch.setattr(verify, "compare", lambda image, other: same)
+    for argv in (
+        ["list"],
+        ["render", "--check"],
+        ["build", "pytorch-mpich"],
+        ["lock", "pytorch-mpich"],
+        ["bundle", "pytorch-mpich", "--out", str(tmp_path / "b")],
+        ["verify", "pytorch-mpich", "--against", "REF"],
+        ["convert", "pytorch-mpich", "--to", "singularity"],
+        ["import", str(tmp_path / "Dockerfile"), "--name", "x"],
+        ["cache", "ls"],
+        ["completion", "bash"],
+    ):
+        assert cli.main(argv) == EXIT_OK, (argv, capsys.readouterr().err)
+
+
+def test_verify_exits_1_when_the_image_is_not_reproduced(tmp_path, monkeypatch, capsys):
+    from kit.image import convert, verify
+
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(convert, "artifacts", lambda r, v: convert.Artifacts("sha256:ab", tmp_path))
+    other = verify.Verdict("kit/x", "sha256:aa", "REF", "sha256:bb", {"content": ["etc/x"]}, [])
+    monkeypatch.setattr(verify, "compare", lambda image, ref: other)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify", "pytorch-mpich", "--against", "REF"])
+    assert e.value.code == EXIT_FAILED
+    assert capsys.readouterr().out.startswith("NOT reproduced: ")
+
+
+def test_render_check_exits_1_when_containers_drifted(kit_root, capsys):
+    assert cli.main(["render"]) == EXIT_OK
+    (kit_root / "containers" / "mini-openmpi" / "Dockerfile").write_text("FROM x\n")
+    assert cli.main(["render", "--check"]) == EXIT_FAILED
+    assert "containers/ differs from recipes/" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kit.core import inputs, settings
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 from kit.core.log import logger
 from kit.core.paths import cache_dir, exclusive, made_whole, size_of, write_atomically
 from kit.core.proc import capture, stream, which
@@ -351,10 +351,10 @@ def _flatten(tag: str, pack: list[str], extra: rootfs.Extra, epoch: int) -> None
         try:
             rootfs.flatten(export.stdout, packer.stdin, extra, epoch)
         except (OSError, tarfile.TarError) as e:
-            raise KitError(f"flattening {tag} failed: {e}") from None
+            raise Failed(f"flattening {tag} failed: {e}") from None
         finally:
             packer.stdin.close()
             export.stdout.close()
         err = packer.stderr.read().decode(errors="replace")
         if export.wait() != 0 or packer.wait() != 0:
-            raise KitError(f"flattening {tag} failed: {err.strip()[-300:]}")
+            raise Failed(f"flattening {tag} failed: {err.strip()[-300:]}")

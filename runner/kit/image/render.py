@@ -4,7 +4,7 @@ import os
 import shlex
 from pathlib import Path
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed
 from kit.core.paths import repo_root
 from kit.image import blocks
 from kit.image.blocks import CA_SECRET, Copy, Env, Label, Primitive, Shell
@@ -183,6 +183,6 @@ def check(recipes: list[Recipe]) -> None:
         if not path.exists() or path.read_text() != text
     ]
     if stale:
-        raise KitError(
+        raise Failed(
             f"containers/ differs from recipes/ for {', '.join(stale)}; run 'kit render'"
         )

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TypeVar
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 from kit.core.paths import cache_dir, scratch, write_atomically
 from kit.image import engine
 
@@ -166,12 +166,12 @@ def saved(ref: str) -> Iterator[IO[bytes]]:
     except (tarfile.TarError, OSError) as e:
         save.kill()
         save.wait()
-        raise KitError(f"reading 'docker save {ref}' failed: {e}") from None
+        raise Failed(f"reading 'docker save {ref}' failed: {e}") from None
     finally:
         save.stdout.close()
     err = save.stderr.read().decode(errors="replace")
     if save.wait() != 0:
-        raise KitError(f"docker save {ref} failed: {err.strip()[-300:]}")
+        raise Failed(f"docker save {ref} failed: {err.strip()[-300:]}")
 
 
 def load_archive(config: bytes, layers: list[Path], tag: str, out: IO[bytes]) -> None:
@@ -211,7 +211,7 @@ def load(config: bytes, layers: list[Path], tag: str) -> str:
     err, _ = load.stderr.read(), load.stdout.read()
     if load.wait() != 0:
         tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"docker load of the reproducible {tag} failed: {tail}")
+        raise Failed(f"docker load of the reproducible {tag} failed: {tail}")
     return "sha256:" + hashlib.sha256(config).hexdigest()
 
 

@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import IO
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed
 from kit.image import reproducible
 
 Extra = dict[str, bytes | str | None]  # path -> file content, symlink target, or folder
@@ -40,7 +40,7 @@ def apptainer_skeleton(apptainer: str, scratch: Path) -> Extra:
     )
     if made.returncode != 0:
         tail = (made.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"apptainer could not make its metadata skeleton: {tail}")
+        raise Failed(f"apptainer could not make its metadata skeleton: {tail}")
     out: Extra = {}
     for path in sorted(box.rglob("*")):
         rel = path.relative_to(box).as_posix()

@@ -13,7 +13,7 @@ import subprocess
 import time
 from typing import TYPE_CHECKING
 
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 from kit.core.log import logger
 from kit.core.proc import capture
 from kit.image import convert, engine
@@ -99,7 +99,7 @@ class Podman(Runtime):
                     assert save.stdout is not None
                     save.stdout.close()
                     if save.wait() != 0:
-                        raise KitError(f"docker save {source} for podman load failed")
+                        raise Failed(f"docker save {source} for podman load failed")
             log.info(f"podman: {ref} loaded in {time.monotonic() - t0:.1f} s")
             # without --force: an image still tagged otherwise, or in use, stays
             if (
