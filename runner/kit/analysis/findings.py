@@ -140,6 +140,7 @@ class Analysis:
     sweeps: list[SweepSeries]
     oom: list[dict]  # configurations that did not fit in memory: key fields, runtime, trials
     runtimes: dict[str, dict]  # arm -> version, default settings and pass-through args
+    verified: list[str] = field(default_factory=list)  # each image run: kit verify's word
     comparisons: int = 0  # the family the verdicts' intervals are adjusted for
     each_confidence: float = 0.95  # each comparison's interval: Bonferroni over the family
     precision_target: float | None = None  # the campaign's --precision, if it had one

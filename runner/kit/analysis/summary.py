@@ -254,6 +254,7 @@ def summarise(
         ],
         oom=[dict(zip(OOM_FIELDS, k, strict=True), trials=n) for k, n in sorted(oom.items())],
         runtimes=_runtimes(records),
+        verified=_verified(records),
         comparisons=len(family),
         each_confidence=each,
         precision_target=target,
@@ -285,6 +286,27 @@ def _metrics(ok: list[Trial]) -> dict[str, benches.Metric]:
                 "them apart, or give each its own --name"
             )
     return out
+
+
+def _verified(records: list[Trial]) -> list[str]:
+    """Each image the containers ran, by digest, and whether kit verify rebuilt it to that
+    digest on the machine that ran it (its trials' records say), as the report names it."""
+    said: dict[tuple[str, str], str] = {}
+    for t in records:
+        native = (t.runtime_kind or t.runtime.split("@")[0]) == "native"  # its environment's
+        if native or not t.image_digest or (t.image, t.image_digest) in said:
+            continue
+        v = t.image_verified
+        where = f"{t.image} ({_provenance(t)}) {t.image_digest[:19]}"
+        if not isinstance(v, dict):
+            line = f"{where}: not verified where it ran (kit verify {t.image})"
+        else:
+            verdict = "reproduced" if v.get("reproduced") else "NOT reproduced"
+            lock = f"lock {str(v['lock'])[:12]}" if v.get("lock") else "no lock"
+            how = f"at {v.get('at')} against {v.get('against')}, {lock}"
+            line = f"{where}: {verdict} by kit verify {how}"
+        said[(t.image, t.image_digest)] = line
+    return list(said.values())
 
 
 def _runtimes(records: list[Trial]) -> dict[str, dict]:

@@ -125,7 +125,8 @@ def cmd_lock(a: argparse.Namespace) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
-    from kit.image import build, convert, engine, recipes, verify
+    from kit.core.paths import sha256_of
+    from kit.image import build, convert, engine, lock, recipes, verify
 
     if a.image.endswith(".sif"):
         given = Path(a.image)
@@ -155,7 +156,9 @@ def cmd_verify(a: argparse.Namespace) -> None:
             log.info(f"building {r.tag(variant)} again with no cache, as {other}")
             build.make(r, variant, build.Options(a.ca_cert, no_cache=True), other)
         verdict = verify.compare(r.tag(variant), other)
-        verify.record(convert.artifacts(r, variant).manifest, verdict, how)
+        held = lock.path(r)
+        locked = sha256_of(held) if held.is_file() else None
+        verify.record(convert.artifacts(r, variant).manifest, verdict, how, locked)
         if verdict.reproduced and not a.against:  # the same image: its second tag goes
             engine.remove_quiet(other)
     if a.json:

@@ -183,6 +183,4 @@ def check(recipes: list[Recipe]) -> None:
         if not path.exists() or path.read_text() != text
     ]
     if stale:
-        raise Failed(
-            f"containers/ differs from recipes/ for {', '.join(stale)}; run 'kit render'"
-        )
+        raise Failed(f"containers/ differs from recipes/ for {', '.join(stale)}; run 'kit render'")

@@ -22,7 +22,7 @@ from typing import IO
 
 from kit.core import inputs
 from kit.core.errors import KitError
-from kit.core.paths import write_atomically
+from kit.core.paths import cache_dir, write_atomically
 from kit.core.proc import capture, which
 from kit.image import engine, reproducible, sif
 from kit.image.convert import APPTAINER_FIX
@@ -209,8 +209,9 @@ def lines(v: Verdict, limit: int | None = 20) -> Iterator[str]:
         yield f"  config fields: {', '.join(v.config)}"
 
 
-def record(manifest_path: Path, v: Verdict, how: str) -> None:
-    """File the verdict in the image's manifest (kit.image.convert), for the report."""
+def record(manifest_path: Path, v: Verdict, how: str, lock: str | None) -> None:
+    """File the verdict in the image's manifest (kit.image.convert), with the SHA-256 of
+    the lock file the recipe had then (None: no lock), for each trial's record."""
     manifest = inputs.remade(manifest_path)
     if not isinstance(manifest, dict):
         manifest = {}
@@ -219,9 +220,23 @@ def record(manifest_path: Path, v: Verdict, how: str) -> None:
         "against": how,
         "reproduced": v.reproduced,
         "digest": v.other,
+        "lock": lock,
     }
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(manifest_path, json.dumps(manifest, indent=2) + "\n")
+
+
+def filed(name: str, digest: str | None) -> dict | None:
+    """The verdict kit verify filed for the image of this digest, if any: the trial
+    record carries it, so the report can say whether the image measured was verified."""
+    if not digest or not digest.startswith("sha256:"):
+        return None
+    folder = cache_dir() / "images" / name / digest.removeprefix("sha256:")[:16]
+    manifest = inputs.remade(folder / "manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("digest") != digest:
+        return None
+    held = manifest.get("verified")
+    return held if isinstance(held, dict) else None
 
 
 def sif_labels(path: Path) -> dict[str, str]:

@@ -209,7 +209,8 @@ def _runtimes(a: Analysis) -> list[Section]:
         + (f"; passed through: {' '.join(v['args'])}" if v["args"] else "")
         for rt, v in a.runtimes.items()
     ]
-    return [Section("Runtimes", [Bullets(said), sentences.NOTES])]
+    images = [Section("Images", [Bullets(a.verified)])] if a.verified else []
+    return [*images, Section("Runtimes", [Bullets(said), sentences.NOTES])]
 
 
 # What the report holds after its opening, in this order.

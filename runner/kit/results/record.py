@@ -68,6 +68,9 @@ class Trial:
     stack: str | None  # the recipe's: current (today's frameworks), historical, or own (--image)
     image_digest: str | None  # the image's id, or the native environment's fingerprint
     image_ref: str | None
+    # what kit verify filed for this image on the machine that ran it: at, against,
+    # reproduced, digest, lock (the lock file's SHA-256); None: not verified there
+    image_verified: dict | None
     mpirun: str | None  # the host launcher's version, for more than one rank
     slurm: dict | None  # job id, nodes, script
     argv: list[str]

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kit.core import benches
+from kit.image import verify
 from kit.image.recipes import Recipe
 from kit.launch import hostload, launchers, outcomes
 from kit.results import store
@@ -143,6 +144,7 @@ def run(ctx: Context, rt: Runtime, prep: Prepared, version: str, p: Planned, i: 
         stack=ctx.recipe.stack,
         image_digest=prep.digest,
         image_ref=prep.ref,
+        image_verified=verify.filed(ctx.recipe.name, prep.digest),
         mpirun=ctx.mpirun_version if c.ranks > 1 else None,
         slurm=launched.job_info,
         argv=launched.argv,

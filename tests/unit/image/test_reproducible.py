@@ -270,3 +270,20 @@ def test_a_mode_is_compared_by_its_permission_bits_whoever_wrote_the_tar():
     assert verify.differences(tree(go), tree(ours)) == {}
     setuid = go_mode(ours, 0o44755)
     assert verify.differences(tree(setuid), tree(ours)) == {"mode": ["etc"]}
+
+
+def test_a_verdict_filed_beside_an_image_is_read_back_by_its_digest(tmp_path, monkeypatch):
+    """kit verify files its verdict in the image's manifest; each trial's record reads it
+    by the digest it ran, and an image rebuilt since (another digest) has none."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    digest = "sha256:" + "7a62792d219a" * 5 + "abcd"
+    manifest = tmp_path / "images" / "pytorch-mpich" / "7a62792d219a7a62" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"digest": digest}))
+    same = verify.Verdict("kit/x", digest, "kit-verify/x", digest, {}, [])
+    verify.record(manifest, same, "a rebuild with no cache", "ab" * 32)
+    held = verify.filed("pytorch-mpich", digest)
+    assert held is not None and held["reproduced"] is True
+    assert (held["against"], held["lock"]) == ("a rebuild with no cache", "ab" * 32)
+    assert verify.filed("pytorch-mpich", "sha256:" + "7a62792d219a" * 5 + "0000") is None
+    assert verify.filed("pytorch-mpich", "native-env-1") is None
