@@ -279,7 +279,12 @@ def add_build(sub: argparse._SubParsersAction) -> None:
         help="build from what 'kit bundle' kept in DIR alone, with the build's network off, "
         "and check the image is the one the bundle names (exit 1 when it is not)",
     )
-    s.add_argument("--to", metavar="FORMATS", help="then convert, e.g. singularity,shifter")
+    s.add_argument(
+        "--to",
+        metavar="FORMATS",
+        help="then convert, as kit convert --to: singularity, shifter, charliecloud, "
+        "docker-archive; comma-separated",
+    )
     s.set_defaults(func=cmd_build)
 
 
@@ -353,7 +358,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
 def add_convert(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("convert", help="convert a built image to SIF / Shifter squashfs")
     s.add_argument("image", metavar="IMAGE")
-    s.add_argument("--variant", default="cpu")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
     s.add_argument(
         "--to",
         required=True,
@@ -379,7 +384,7 @@ def add_pull(sub: argparse._SubParsersAction) -> None:
         help="registry reference (REGISTRY/OWNER/kit-IMAGE:VERSION-VARIANT) or Apptainer "
         "source URI (docker://…, docker-archive://…, oras://…)",
     )
-    s.add_argument("--variant", default="cpu")
+    s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
     s.set_defaults(func=cmd_pull)
 
 
