@@ -116,6 +116,7 @@ def test_a_failed_build_exits_1(tmp_path, monkeypatch, capsys):
     tool.chmod(0o755)
     monkeypatch.setattr(proc.shutil, "which", lambda cmd: str(tool))
     monkeypatch.setattr("kit.image.engine.inspect", lambda _ref: None)
+    monkeypatch.setattr("kit.image.engine.server_version", lambda: "20.10.24")  # no engine asked
     monkeypatch.setattr("os.geteuid", lambda: 0)
     code = cli.main(["base"])
     assert code == EXIT_FAILED, capsys.readouterr().err
@@ -245,6 +246,7 @@ def test_the_image_commands_exit_0_when_done(tmp_path, monkeypatch, capsys, host
 
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(engine, "inspect", lambda ref: None)
+    monkeypatch.setattr(engine, "image_ids", lambda: set())
     (tmp_path / "Dockerfile").write_text("FROM debian:12\nRUN true\n")
     monkeypatch.setattr(build, "build", lambda r, v, opts=None: r.tag(v))
     monkeypatch.setattr(build, "read_file", lambda image, path: [])

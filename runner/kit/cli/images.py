@@ -115,7 +115,7 @@ def cmd_lock(a: argparse.Namespace) -> None:
     r = recipes.load(a.image)
     r.check_variant(a.variant)
     r = r.for_variant(a.variant)
-    tag = build.build(r, a.variant, build.Options(a.ca_cert))
+    tag = build.build(r, a.variant, build.Options(a.ca_cert, held=False))  # a lock anew
     held = lock.make(r, a.variant, build.read_file(tag, APT_LIST))
     target = lock.write(r, a.variant, held)
     print(
@@ -269,8 +269,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--locked",
         action="store_true",
-        help="refuse the image (the tag stays where it was) when its packages are not what "
-        "recipes/IMAGE.lock.json locks; without it a difference is a warning",
+        help="refuse a recipe version that has no lock too (one that has, in "
+        "recipes/IMAGE.lock.json, is always held to it: a locked package gone from the "
+        "mirror, or an image holding other packages, is refused before the tag moves)",
     )
     s.add_argument(
         "--from-bundle",

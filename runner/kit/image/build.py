@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core import inputs, settings
-from kit.core.errors import KitError
+from kit.core.errors import Failed, KitError
 from kit.core.log import logger
 from kit.core.paths import repo_root, sha256_of, write_atomically
 from kit.core.proc import stream
@@ -55,7 +55,8 @@ class Options:
     ca_cert: Path | None = None  # CA bundle override (else KIT_CA_CERT, else the host's)
     no_cache: bool = False
     cache_from: tuple[str, ...] = ()  # images whose layers may be reused (CI caches)
-    locked: bool = False  # refuse an image whose packages are not its lock's
+    locked: bool = False  # refuse a recipe version that has no lock too
+    held: bool = True  # hold the build to the recipe version's lock (kit lock does not)
 
 
 def build_argv(
@@ -155,16 +156,31 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
     before = (engine.found(tag) or {}).get("Id")
     if not opts.no_cache and (made := reproducible.made_from(key)):
         log.info(f"{tag}: these inputs made {made[7:19]}, which is here; not built again")
-        engine.run_quiet(["tag", made, tag], "docker tag")
         labels = (engine.inspect(made) or {}).get("Config", {}).get("Labels") or {}
         lists = {path: labels.get(label, "").split() for label, path in CONTENTS}
+        held_to_lock(recipe, variant, opts, lists, made)
+        engine.run_quiet(["tag", made, tag], "docker tag")
     else:
+        if (
+            opts.held
+            and (held := lock.applying(recipe, variant))
+            and (gone := lock.gone(recipe, held))
+        ):
+            raise Failed(lock.refusal(recipe, variant, (
+                f"{len(gone)} package(s) {lock.path(recipe).name} locks are no longer on the "
+                f"mirror ({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})"
+            )))  # fmt: skip
         env = {**os.environ, "DOCKER_BUILDKIT": "1"}
         with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
             iidfile = Path(scratch) / "image-id"
             stream(untagged_argv(argv, iidfile), "docker build", env=env)
             raw = iidfile.read_text().strip()
         lists = {path: read_file(raw, path) for _, path in CONTENTS}
+        try:
+            held_to_lock(recipe, variant, opts, lists, raw)
+        except KitError:
+            engine.remove_quiet(raw)
+            raise
         labels = {label: " ".join(lists[path]) for label, path in CONTENTS}
         log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
         made = reproducible.rewrite(raw, tag, recipe.epoch, labels)
@@ -172,13 +188,19 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
         engine.remove_quiet(raw)
     if before and before != made:  # the image the tag named, now named by none
         engine.remove_quiet(before)
-    try:
-        log.info(lock.check(recipe, variant, lists[APT_LIST], made))
-    except KitError as e:
-        if opts.locked:
-            raise
-        log.warning(f"warning: {e}")
     return lists
+
+
+def held_to_lock(
+    recipe: Recipe, variant: str, opts: Options, lists: dict[str, list[str]], image: str
+) -> None:
+    """Refuse, before the tag moves, an image that is not what its recipe version's lock
+    holds (or, with --locked, a version with no lock); said in one line otherwise."""
+    said = lock.check(recipe, variant, lists[APT_LIST], image) if opts.held else ""
+    if opts.locked and lock.applying(recipe, variant) is None:
+        raise Failed(f"{said}; --locked builds only a locked recipe version")
+    if said:
+        log.info(said)
 
 
 def inputs_key(argv: list[str]) -> str:

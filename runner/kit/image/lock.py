@@ -8,9 +8,10 @@ SHA-256 and pool path from the mirror's index (which apt checks against the sign
 Release), and each distribution in the image's venv with the SHA-256 of the file it was
 installed from: the index's wheel or sdist (pip downloads it for the image's Python), the
 host's wheel (`[pip] host`), or the sdist the builder stage compiled. `kit build` says
-when an image's packages are not its lock's, naming them, and with --locked refuses it
-before the tag moves (`check`); without a bundle of the locked files (not built yet), a
-recipe whose locked versions left the mirror could not be built at all otherwise.
+when an image's packages are not its lock's, naming them, and refuses it before the tag
+moves (`check`); a build whose locked packages left the mirror is refused before it
+starts (`gone`): the image is then rebuilt from its bundle (kit.image.bundle), never from
+what the mirror serves in their place.
 """
 
 import json
@@ -142,7 +143,10 @@ def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
         elif url:
             raise KitError(f"{r.name}'s venv has {pin} from {url}, which the recipe does not name")
         else:
-            entry |= {"from": "index", **download(r, "index", pin, scratch / key)}
+            try:
+                entry |= {"from": "index", **download(r, "index", pin, scratch / key)}
+            except Failed:  # no wheel for the image's Python: pip built the sdist (jax 0.4.13)
+                entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key)}
         entries.append(entry)
     return entries
 
@@ -218,24 +222,44 @@ def differences(lock: dict, apt: list[str], pip: list[list[str]]) -> list[str]:
     return out
 
 
+def applying(r: Recipe, variant: str) -> dict | None:
+    """The lock of r's version and variant, or None when it has none (a lock of another
+    version does not apply: a new recipe version is locked anew)."""
+    held = (read(r) or {}).get(variant)
+    if held is None:
+        return None
+    if not isinstance(held, dict) or not {"apt", "pip", "version"} <= held.keys():
+        raise KitError(f"{path(r)} holds no lock for {variant}; remove it and {FIX}")
+    return held if held["version"] == r.version else None
+
+
+def gone(r: Recipe, held: dict) -> list[str]:
+    """The locked apt packages (name=version) the mirror's index no longer has: a build
+    from the mirror would install others in their place."""
+    index = debian_index(debian_base.host_mirror(), r.distro)
+    return [f"{e['package']}={e['version']}" for e in held["apt"]
+            if (e["package"], e["version"]) not in index]  # fmt: skip
+
+
+def refusal(r: Recipe, variant: str, what: str) -> str:
+    """How a build held to its lock says what it will not substitute, and the ways out."""
+    return (
+        f"{what}; build {r.tag(variant)} from its bundle (kit build {r.name} --from-bundle "
+        f"DIR), point KIT_DEBIAN_MIRROR or pip at what served the lock (a Debian snapshot), "
+        f"or {FIX}"
+    )
+
+
 def check(r: Recipe, variant: str, apt: list[str], image: str) -> str:
     """What a built image (an engine ID or tag) holds against its lock, in one line: that
-    it holds the lock, or that the recipe has none; a KitError naming the first packages
-    that differ (kit build refuses with --locked, else says it as a warning)."""
-    held = read(r)
-    if held is None or variant not in held:
-        return f"{r.name} has no lock for {variant}: kit lock {r.name} records one"
-    lock = held[variant]
-    if not isinstance(lock, dict) or not {"apt", "pip", "version"} <= lock.keys():
-        raise KitError(f"{path(r)} holds no lock for {variant}; remove it and {FIX}")
-    if lock["version"] != r.version:
-        raise KitError(
-            f"{path(r)} locks {r.name} {lock['version']}, the recipe is {r.version}; {FIX}"
-        )
-    if diff := differences(lock, apt, venv_dists(image)):
-        raise KitError(
-            f"{r.tag(variant)} is not what {path(r).name} locks: {len(diff)} package(s) differ "
-            f"({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}); the mirror or the "
-            f"index moved: point KIT_DEBIAN_MIRROR or pip at what served the lock, or {FIX}"
-        )
+    it holds the lock, or that the recipe version has none; a KitError naming the first
+    packages that differ (kit build refuses the image then, before the tag moves)."""
+    held = applying(r, variant)
+    if held is None:
+        return f"{r.name} {r.version} has no lock for {variant}: kit lock {r.name} records one"
+    if diff := differences(held, apt, venv_dists(image)):
+        raise Failed(refusal(r, variant, (
+            f"{r.tag(variant)} is not what {path(r).name} locks: {len(diff)} package(s) "
+            f"differ ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
+        )))  # fmt: skip
     return f"{r.tag(variant)} holds exactly what {path(r).name} locks"

@@ -40,14 +40,15 @@ def _file_of(pin: str, files: list[Path]) -> Path | None:
 
 def for_image(r: Recipe) -> list[str]:
     """pip download's target: the image's CPython (its python3 pin), whatever Python the
-    host runs (a CI runner's may be newer)."""
+    host runs (a CI runner's may be newer). Its micro version too: a release may exclude
+    early ones (cryptography 44 on: Requires-Python != 3.9.0, != 3.9.1)."""
     pin = next((p for p in r.apt if p.startswith("python3=")), "")
-    match = re.match(r"python3=(\d+)\.(\d+)\.", pin)
+    match = re.match(r"python3=(\d+)\.(\d+)\.(\d+)", pin)
     if not match:
         raise KitError(f"{r.path}: [pip] host needs the image's Python pinned (python3=X.Y.Z)")
-    major, minor = match.groups()
+    major, minor, micro = match.groups()
     abi = f"cp{major}{minor}"
-    return ["--implementation", "cp", "--python-version", f"{major}.{minor}", "--abi", abi]
+    return ["--implementation", "cp", "--python-version", f"{major}.{minor}.{micro}", "--abi", abi]
 
 
 def fetch(r: Recipe) -> list[Path]:

@@ -4,7 +4,8 @@ import lzma
 
 import pytest
 
-from kit.core.errors import KitError
+from kit import cli
+from kit.core.errors import Failed, KitError
 from kit.image import lock, recipes
 
 PACKAGES = """\
@@ -68,7 +69,7 @@ def test_a_build_is_checked_against_the_recipes_lock(kit_root, monkeypatch):
     r = recipes.load("mini-openmpi")
     apt = ["libc6=2.36-9+deb12u14", "python3=3.11.2-1+b1"]
     assert lock.check(r, "cpu", apt, "img") == (
-        "mini-openmpi has no lock for cpu: kit lock mini-openmpi records one"
+        "mini-openmpi 0.1.0 has no lock for cpu: kit lock mini-openmpi records one"
     )
     lock.write(r, "cpu", LOCK)
     lock.write(r, "cuda", {"version": "0.1.0", "apt": [], "pip": []})
@@ -79,14 +80,39 @@ def test_a_build_is_checked_against_the_recipes_lock(kit_root, monkeypatch):
         "kit/mini-openmpi:0.1.0-cpu holds exactly what mini-openmpi.lock.json locks"
     )
     venv[0][1] = "4.0.0"
-    with pytest.raises(KitError) as e:
+    with pytest.raises(Failed) as e:
         lock.check(r, "cpu", [*apt, "gcc=12"], "img")
     assert str(e.value) == (
         "kit/mini-openmpi:0.1.0-cpu is not what mini-openmpi.lock.json locks: 2 package(s) "
-        "differ (gcc 12 (not in the lock); mpi4py 4.0.0 (lock: 3.1.4)); the mirror or the "
-        "index moved: point KIT_DEBIAN_MIRROR or pip at what served the lock, or run "
-        "'kit lock IMAGE' to take what the mirror and the index serve now"
+        "differ (gcc 12 (not in the lock); mpi4py 4.0.0 (lock: 3.1.4)); build "
+        "kit/mini-openmpi:0.1.0-cpu from its bundle (kit build mini-openmpi --from-bundle "
+        "DIR), point KIT_DEBIAN_MIRROR or pip at what served the lock (a Debian snapshot), or "
+        "run 'kit lock IMAGE' to take what the mirror and the index serve now"
     )
-    lock.write(r, "cpu", {**LOCK, "version": "0.0.9"})
-    with pytest.raises(KitError, match=r"locks mini-openmpi 0\.0\.9, the recipe is 0\.1\.0"):
-        lock.check(r, "cpu", apt, "img")
+    lock.write(r, "cpu", {**LOCK, "version": "0.0.9"})  # another version's lock: none of its
+    assert lock.applying(r, "cpu") is None
+    assert lock.check(r, "cpu", apt, "img").startswith("mini-openmpi 0.1.0 has no lock for cpu")
+
+
+def test_a_build_whose_locked_packages_left_the_mirror_is_refused_before_it_starts(
+    kit_root, monkeypatch
+):
+    """Nothing is built in their place: the build stops before docker build, naming them."""
+    from kit.image import build
+
+    r = recipes.load("mini-openmpi")
+    lock.write(r, "cpu", LOCK)
+    monkeypatch.setattr(lock, "debian_index", lambda mirror, suite: {})  # the mirror moved
+    monkeypatch.setattr(build.engine, "server_version", lambda: "20.10.24")
+    monkeypatch.setattr(build, "ensure_base", lambda r, v: "kit/debian:bookworm-aa")
+    monkeypatch.setattr(build, "stream", lambda *a, **k: pytest.fail("docker build ran"))
+    monkeypatch.setattr(build.engine, "found", lambda ref: None)
+    monkeypatch.setenv("KIT_CACHE", str(kit_root / "cache"))
+    monkeypatch.setenv("KIT_DEBIAN_MIRROR", "http://mirror.example/debian")
+    assert cli.main(["render"]) == 0
+    with pytest.raises(
+        Failed,
+        match=r"2 package\(s\) mini-openmpi.lock.json locks are no longer "
+        r"on the mirror \(libc6=2.36-9\+deb12u14, python3=3.11.2-1\+b1\); build",
+    ):
+        build.make(r.for_variant("cpu"), "cpu", build.Options(), r.tag("cpu"))

@@ -29,7 +29,7 @@ def test_the_hosts_pip_is_asked_for_the_images_python_and_the_pins_file_is_found
     assert found.name.startswith("torch-2.13.0+cpu-cp311")
     (argv,) = asked
     assert argv[:3] == [wheels.HOST_PYTHON, "-m", "pip"] and argv[-1] == "torch==2.13.0+cpu"
-    assert argv[argv.index("--python-version") + 1] == "3.11" and "cp311" in argv
+    assert argv[argv.index("--python-version") + 1] == "3.11.2" and "cp311" in argv
     assert wheels.fetch(r) == [found] and len(asked) == 1  # present: not fetched again
 
 
