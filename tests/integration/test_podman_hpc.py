@@ -1,8 +1,7 @@
 """podman-hpc for real: the image migrated into its squashed store once per digest, both
 rank models (a container per rank; shared-run, one container a node with the ranks
-exec'd in) at 1 and 2 ranks with MPICH (Open MPI images it refuses: test_podman_hpc in
-tests/unit), under mpirun, across the namespace nodes and under Slurm, and the MPI
-module's ranks on the host's library. One step a
+exec'd in) at 1 and 2 ranks with MPICH and with Open MPI, under mpirun, across the
+namespace nodes and under Slurm, and the MPI module's ranks on the host's library. One step a
 trial: these prove the paths; what each costs is a campaign's (docs/run.md)."""
 
 import os
@@ -107,3 +106,30 @@ def test_both_models_under_slurm(built, cluster, tmp_path):
     for r in recs:
         assert r["launcher"] == "slurm" and r["slurm"]["nodes"] == "kit-n[1-2]"
         assert r["result"]["hosts"] == ["kitn1", "kitn2"], r["runtime"]
+
+
+def test_open_mpi_in_both_models_locally_across_the_nodes_and_under_slurm(
+    openmpi, cluster, tmp_path
+):
+    """Open MPI's ranks, root inside, reach mpirun's PMIx server (its uid check off for
+    the job: PMIX_MCA_psec=none, for the daemons on the other hosts too) in each model:
+    1 and 2 ranks under the host's mpirun, a rank on each namespace node over ssh, and a
+    two-node Slurm job's mpirun."""
+    local = one_step("pytorch2-openmpi", MODELS, tmp_path / "local")
+    assert sorted((r["runtime"], r["ranks"]) for r in local) == sorted(
+        (a, n) for a in MODELS.split(",") for n in (1, 2)
+    )
+    site = tmp_path / "site.toml"
+    site.write_text(SITE)
+    spread = [
+        *one_step("pytorch2-openmpi", MODELS, tmp_path / "hosts", "--hosts", "kitn1,kitn2", np="2"),
+        *one_step("pytorch2-openmpi", MODELS, tmp_path / "slurm", "--launcher", "slurm",
+                  "--slurm-config", str(site), np="2"),
+    ]  # fmt: skip
+    assert sorted(r["launcher"] for r in spread) == ["mpirun over ssh"] * 2 + ["slurm"] * 2
+    for r in [*local, *spread]:
+        assert r["result"]["mpi_library"].startswith("Open MPI v4.1"), r["runtime"]
+        assert r["result"]["ranks"] == r["ranks"]
+        assert any(x.startswith("Open MPI: PMIX_MCA_psec=none") for x in r["runtime_settings"])
+    for r in spread:
+        assert r["result"]["hosts"] == ["kitn1", "kitn2"], (r["runtime"], r["launcher"])

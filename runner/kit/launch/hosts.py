@@ -208,13 +208,16 @@ def launcher_argv(
     route: tuple[str, str],
     env: list[str],
     pmi_port_via: str | None = None,
+    daemon_env: tuple[tuple[str, str], ...] = (),
 ) -> list[str]:
     """The flavour's launcher over ssh: one rank per host in turn; the connections on the
     route to the hosts (interface here, its network: see interface and subnet); env: the
     variables the ranks must get (Hydra passes them all anyway). pmi_port_via: Hydra's
     proxies give ranks a TCP port to reach them on, not an inherited socket (which a rank
     started by a container engine's client does not get); the proxies then apply -iface
-    themselves, so this host's address on the route (see source) names it instead."""
+    themselves, so this host's address on the route (see source) names it instead.
+    daemon_env: what Open MPI's daemon on each host must have too (its PMIx server reads
+    PMIx's settings from its own environment, which ssh does not carry there)."""
     iface, net = route
     if flavour == "mpich":
         on = ["-iface", iface] if iface else []
@@ -225,5 +228,8 @@ def launcher_argv(
     if net:
         on = ["--mca", "oob_tcp_if_include", net, "--mca", "btl_tcp_if_include", net]
     exported = [x for k in env for x in ("-x", k)]
+    if daemon_env:
+        agent = " ".join(["env", *(f"{k}={v}" for k, v in daemon_env), "orted"])
+        on += ["--mca", "orte_launch_agent", agent]
     spread = ["--map-by", "node", "--oversubscribe"]  # more ranks than hosts: round again
     return [mpirun, "-H", ",".join(hosts), *spread, *on, *exported, "-np", str(ranks)]

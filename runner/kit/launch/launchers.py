@@ -203,8 +203,9 @@ class Hosts(Local):
     def argv(self, rt: Runtime, prep: Prepared, job: Job, env: dict[str, str]) -> list[str]:
         exported = sorted({*rt.env, *dict(prep.env), "KIT_TRIAL"} & env.keys())
         via = self.source if rt.pmi_port else None
+        pmix = tuple((k, env[k]) for k in exported if k.startswith("PMIX_MCA_"))
         launch = hosts.launcher_argv(
-            self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported, via
+            self.flavour, job.mpirun, self.hosts, job.ranks, self.route, exported, via, pmix
         )
         return [*launch, *rt.exec_argv(prep, job)]
 

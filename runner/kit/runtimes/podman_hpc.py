@@ -36,11 +36,20 @@ VERSION = "1.2.2"  # the pinned release ci/provision installs
 # shared-run reads to let the node's first rank start the container and the last stop it
 LOCAL_RANK = {
     "mpich": ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    "openmpi": ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     "srun": ("SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"),
 }
-# what an exec'd rank gets of its launcher's environment (the container's own is the
-# node's first rank's): PMI, Hydra's local ranks, Slurm's, kit's
-EXEC_ENV = ("PMI_*", "MPI_LOCAL*", "SLURM_*", "KIT_TRIAL")
+# what a rank gets of its launcher's environment (an exec'd one: the container's own is
+# the node's first rank's): PMI, Hydra's local ranks, Open MPI's and PMIx's (the server's
+# address and the rank's place), Slurm's, kit's
+EXEC_ENV = ("PMI_*", "MPI_LOCAL*", "OMPI_*", "PMIX_*", "SLURM_*", "KIT_TRIAL")
+# Open MPI's ranks as root inside reach mpirun's PMIx server over loopback TCP (PMIx 4
+# needs no socket file), but its native security check refuses them: mpirun registered
+# each rank with the caller's uid, and root in the container is another. Client and server
+# (mpirun, in the trial's environment) take the check that accepts any local peer, for the
+# job's own server and its lifetime, and the hash datastore instead of the session
+# folder's shared memory files, which are the host's /tmp.
+OPENMPI_PMIX = (("PMIX_MCA_psec", "none"), ("PMIX_MCA_gds", "hash"))
 MPI_MODULE = "mpi"  # the site module's flag (NERSC's name): the host's MPICH-ABI library
 GPU_MODULE = "gpu"  # NERSC's: the driver's libraries and devices (a cuda variant's trials)
 
@@ -178,10 +187,8 @@ class PodmanHpc(Runtime):
         module binds the host's MPICH-ABI library when the host has one."""
         if recipe.mpi.flavour not in LOCAL_RANK:
             raise KitError(
-                f"runtime 'podman-hpc' runs MPICH images here, not {recipe.name} "
-                f"({recipe.mpi.flavour}): Open MPI's ranks in its containers do not reach "
-                "mpirun's PMIx server, whose session folder and shared datastore are the "
-                "host's; run it under singularity or charliecloud"
+                f"runtime 'podman-hpc' runs MPICH and Open MPI images, not {recipe.name} "
+                f"({recipe.mpi.flavour}); run it under singularity or charliecloud"
             )
         try:
             mpich = apptainer.staged(apptainer.host_library(FLAVOURS["mpich"].library))
@@ -192,8 +199,15 @@ class PodmanHpc(Runtime):
         ref = migrate(f"localhost/{recipe.tag(variant)}", art, dict(env))
         locals_ = LOCAL_RANK[recipe.mpi.flavour]
         env += (("PODMANHPC_LOCALID_VAR", locals_[0]), ("PODMANHPC_TASKS_PER_NODE_VAR", locals_[1]))
+        said: tuple[str, ...] = ()
+        if recipe.mpi.flavour == "openmpi":
+            env += OPENMPI_PMIX
+            said = (
+                "Open MPI: PMIX_MCA_psec=none PMIX_MCA_gds=hash for mpirun and its ranks "
+                "(root inside is not the uid mpirun registered each rank with)",
+            )
         return dataclasses.replace(
-            base.in_image(ref, art.digest), env=env, files=(mpich,) if mpich else ()
+            base.in_image(ref, art.digest), env=env, files=(mpich,) if mpich else (), settings=said
         )
 
     def client_argv(self) -> list[str]:
@@ -211,10 +225,12 @@ class PodmanHpc(Runtime):
 
     def exec_argv(self, prep: Prepared, job: Job) -> list[str]:
         """One rank: its own container (base.rank_container), given the rank's PMI socket
-        from MPICH's Hydra or srun (podman-hpc passes it in as fd 3)."""
+        from MPICH's Hydra or srun (podman-hpc passes it in as fd 3), or Open MPI's and
+        PMIx's variables (the server's address, the rank's place, OPENMPI_PMIX)."""
         argv = base.rank_container(self.head(), prep, job)
         at = argv.index("KIT_TRIAL") + 1
-        return [*argv[:at], "-e", "PMI_FD", "-e", "PMI_RANK", *argv[at:]]
+        passed = ("PMI_FD", "PMI_RANK", "OMPI_*", "PMIX_*")
+        return [*argv[:at], *(x for k in passed for x in ("-e", k)), *argv[at:]]
 
     def leftovers(self, job: Job) -> base.Leftovers:
         """A trial's containers (a rank's, or a node's shared one: both carry its label)."""

@@ -82,6 +82,13 @@ def test_each_flavour_starts_one_rank_a_host_over_ssh():
         "--mca", "btl_tcp_if_include", "10.77.0.0/24",
         "-x", "KIT_TRIAL", "-x", "U", "-np", "4",
     ]  # fmt: skip
+    pmix = (("PMIX_MCA_psec", "none"), ("PMIX_MCA_gds", "hash"))  # podman-hpc's ranks
+    argv = hosts.launcher_argv("openmpi", "mpirun.openmpi", two, 2, route, ["PMIX_MCA_psec"],
+                               None, pmix)  # fmt: skip
+    at = argv.index("orte_launch_agent")
+    assert argv[at - 1 : at + 2] == [
+        "--mca", "orte_launch_agent", "env PMIX_MCA_psec=none PMIX_MCA_gds=hash orted",
+    ]  # fmt: skip
 
 
 def test_a_host_list_trial_runs_each_rank_in_the_runtime_on_its_host(monkeypatch):

@@ -15,7 +15,7 @@ from kit.runtimes import Job, Prepared, podman_hpc
 from kit.runtimes.base import WORKLOAD_PREFIXES
 
 PROG = ["/opt/kit/venv/bin/python", "/opt/kit/benchmarks/torch_cnn.py", "--steps", "5"]
-ENV = ["-e", "PMI_FD", "-e", "PMI_RANK"]
+ENV = ["-e", "PMI_FD", "-e", "PMI_RANK", "-e", "OMPI_*", "-e", "PMIX_*"]
 RANK = [
     "--rm", "--label=kit.trial=kit-abc-3", "--network=host", "--ipc=host", "--pid=host",
     "-e", "HOME=/tmp", "-e", "KIT_TRIAL", *ENV, "--env=PMI_SIZE=2",
@@ -209,11 +209,29 @@ def test_hosts_asked_over_ssh_get_the_sites_environment_on_the_command_line(prep
     assert left.remove == [*site, "rm", "--force"]
 
 
-def test_an_open_mpi_image_is_refused_with_one_line(monkeypatch):
-    """Open MPI's ranks in podman-hpc's containers do not reach mpirun's PMIx server."""
+def test_an_open_mpi_image_takes_pmix_check_that_root_inside_passes(tmp_path, monkeypatch):
+    """Open MPI's ranks as root inside reach mpirun's PMIx server only with its uid check
+    off (the caller's uid registered them): mpirun and its ranks get PMIx's settings, each
+    rank Open MPI's and PMIx's variables, and the report says so."""
     from kit.image import recipes
 
-    monkeypatch.setenv("KIT_CACHE", "/nonexistent/kit")
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path))
+    art = convert.Artifacts("sha256:" + "f" * 64, tmp_path / "f")
+    monkeypatch.setattr(convert, "convert", lambda r, v, f: art)
+    monkeypatch.setattr(podman_hpc, "migrate", lambda ref, a, env: ref)
+
+    def no_mpich(name: str) -> str:
+        raise KitError(f"no host {name}")
+
+    monkeypatch.setattr(podman_hpc.apptainer, "host_library", no_mpich)
     recipe = recipes.load("pytorch2-openmpi")
-    with pytest.raises(KitError, match=r"runs MPICH images here, not pytorch2-openmpi \(openmpi\)"):
-        runtimes.get("podman-hpc-shared").prepare(recipe, "cpu")
+    prep = runtimes.get("podman-hpc-shared").prepare(recipe, "cpu")
+    env = dict(prep.env)
+    assert (env["PMIX_MCA_psec"], env["PMIX_MCA_gds"]) == ("none", "hash")
+    assert (env["PODMANHPC_LOCALID_VAR"], env["PODMANHPC_TASKS_PER_NODE_VAR"]) == (
+        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+    )  # fmt: skip
+    assert prep.settings[0].startswith("Open MPI: PMIX_MCA_psec=none PMIX_MCA_gds=hash")
+    site = json.loads((tmp_path / "podman-hpc" / "podman_hpc.yaml").read_text())
+    execs = site["shared_run_exec_args"]
+    assert execs[execs.index("OMPI_*") - 1] == "-e" and "PMIX_*" in execs
