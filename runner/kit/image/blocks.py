@@ -5,6 +5,7 @@ renderers in render.py turn the same primitives into a Dockerfile and an
 Apptainer definition, so the two can never disagree on content.
 """
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -156,10 +157,20 @@ def mpi_select(r: Recipe) -> Shell:
     )
 
 
+def hash_seed(r: Recipe) -> tuple[tuple[str, str], ...]:
+    """A fixed string-hash seed while pip byte-compiles, for Python before 3.11: its marshal
+    writes a frozenset constant in hash order, which the seed drawn at each start changes,
+    so the same .py gave another .pyc in each build (125 of caffe2-mpich's venv, Python
+    3.9, seen by kit verify). Python 3.11's do not differ (the bookworm images verify)."""
+    pin = next((p for p in r.all_apt if p.startswith("python3=")), "")
+    minor = re.match(r"python3=3\.(\d+)\.", pin)
+    return (("PYTHONHASHSEED", "0"),) if minor and int(minor.group(1)) < 11 else ()
+
+
 def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     options = [a for a in args if a.startswith("--")]
     packages = [a for a in args if not a.startswith("--")]
-    settings = (("MPICC", r.mpi.spec.mpicc), *NO_DEBUG_ENV, *env)
+    settings = (("MPICC", r.mpi.spec.mpicc), *NO_DEBUG_ENV, *hash_seed(r), *env)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings)
     return (
         f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"

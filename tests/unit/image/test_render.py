@@ -283,3 +283,13 @@ def test_a_venv_sees_the_system_site_only_where_debian_brings_python_modules():
     assert recipes.load("pytorch-mpich").venv_options == ["--system-site-packages"]
     assert recipes.load("pytorch2-mpich").venv_options == []
     assert "python3 -m venv /opt/kit/venv &&" in render.dockerfile(recipes.load("pytorch2-mpich"))
+
+
+def test_pip_byte_compiles_under_a_fixed_hash_seed_before_python_3_11():
+    """Python 3.9's .pyc of a frozenset constant follow the string-hash seed: caffe2's
+    (bullseye) pip steps fix it; bookworm's Python 3.11 needs nothing."""
+    caffe2, torch = recipes.load("caffe2-mpich"), recipes.load("pytorch-mpich")
+    assert blocks.hash_seed(caffe2) == (("PYTHONHASHSEED", "0"),)
+    assert blocks.hash_seed(torch) == ()
+    text = next(t for p, t in render.outputs(caffe2).items() if p.name == "Dockerfile")
+    assert "CFLAGS=-g0 PYTHONHASHSEED=0 /opt/kit/venv/bin/pip install" in text
