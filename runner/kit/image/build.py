@@ -170,20 +170,15 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
                 f"{len(gone)} package(s) {lock.path(recipe).name} locks are no longer on the "
                 f"mirror ({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})"
             )))  # fmt: skip
-        env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-        with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
-            iidfile = Path(scratch) / "image-id"
-            stream(untagged_argv(argv, iidfile), "docker build", env=env)
-            raw = iidfile.read_text().strip()
-        lists = {path: read_file(raw, path) for _, path in CONTENTS}
+        raw = untagged_build(argv, "docker build")
+        lists = contents(raw)
         try:
             held_to_lock(recipe, variant, opts, lists, raw)
         except KitError:
             engine.remove_quiet(raw)
             raise
-        labels = {label: " ".join(lists[path]) for label, path in CONTENTS}
         log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
-        made = reproducible.rewrite(raw, tag, recipe.epoch, labels)
+        made = reproducible.rewrite(raw, tag, recipe.epoch, as_labels(lists))
         reproducible.note_inputs(key, made)
         engine.remove_quiet(raw)
     if before and before != made:  # the image the tag named, now named by none
@@ -225,6 +220,24 @@ def inputs_key(argv: list[str]) -> str:
             h.update(f"file {name} {f.stat().st_mode & 0o111:o}\n".encode())
             h.update(bytes.fromhex(sha256_of(f)))
     return h.hexdigest()
+
+
+def untagged_build(argv: list[str], what: str) -> str:
+    """Run the docker build argv (BuildKit) with its image left untagged: its ID."""
+    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+        iidfile = Path(scratch) / "image-id"
+        stream(untagged_argv(argv, iidfile), what, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+        return iidfile.read_text().strip()
+
+
+def contents(image: str) -> dict[str, list[str]]:
+    """The package lists the image's last step wrote (kit.image.blocks.CONTENTS), by path."""
+    return {path: read_file(image, path) for _, path in CONTENTS}
+
+
+def as_labels(lists: dict[str, list[str]]) -> dict[str, str]:
+    """The package lists as the labels the reproducible writer puts in the config."""
+    return {label: " ".join(lists[path]) for label, path in CONTENTS}
 
 
 def untagged_argv(argv: list[str], iidfile: Path) -> list[str]:

@@ -13,10 +13,8 @@ one the bundle names, or kit says it is not.
 """
 
 import json
-import os
 import shutil
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -29,9 +27,8 @@ from kit.core import inputs
 from kit.core.errors import Failed, KitError
 from kit.core.log import logger
 from kit.core.paths import repo_root, sha256_of, write_atomically
-from kit.core.proc import stream
 from kit.image import build, debian_base, engine, lock, render, reproducible, wheels
-from kit.image.blocks import APT_LIST, CONTENTS
+from kit.image.blocks import APT_LIST
 from kit.image.recipes import Recipe
 
 log = logger(__name__)
@@ -46,6 +43,21 @@ INDEX_URL = "file:///srv/simple"
 IGNORE = "*\n!benchmarks\n!.kit-wheels\n!.kit-bundle\n**/__pycache__\n"
 MOUNT_SRV = f"--mount=type=bind,source={OFFLINE}/srv,target=/srv"
 MOUNT_APT = f"--mount=type=bind,source={OFFLINE}/sources.list,target=/etc/apt/sources.list"
+# what the rebuild reads of bundle.json
+KEYS = frozenset(
+    (
+        "format",
+        "recipe",
+        "version",
+        "variant",
+        "tag",
+        "epoch",
+        "digest",
+        "dockerfile",
+        "base",
+        "files",
+    )
+)
 REMAKE = "make it again with 'kit bundle IMAGE --out DIR' where the inputs can be fetched"
 
 
@@ -92,13 +104,6 @@ def _fetch(url: str, target: Path, sha256: str) -> None:
         ) from None
     if sha256_of(target) != sha256:
         raise KitError(f"{url} is not the file the lock names (SHA-256 differs); {lock.FIX}")
-
-
-def _locked(r: Recipe, variant: str) -> dict:
-    held = (lock.read(r) or {}).get(variant)
-    if not isinstance(held, dict) or held.get("version") != r.version:
-        raise KitError(f"{r.name} {r.version} has no {variant} lock; run 'kit lock {r.name}' first")
-    return held
 
 
 def _debs(r: Recipe, held: dict, srv: Path) -> None:
@@ -155,7 +160,9 @@ def make(r: Recipe, variant: str, out: Path) -> dict:
         raise KitError(f"'{out}' is not empty; give --out a new or empty folder")
     r.check_variant(variant)
     r = r.for_variant(variant)
-    held = _locked(r, variant)
+    held = lock.applying(r, variant)
+    if held is None:
+        raise KitError(f"{r.name} {r.version} has no {variant} lock; run 'kit lock {r.name}' first")
     render.check([r])
     tag = r.tag(variant)
     info = engine.inspect(tag)
@@ -217,19 +224,7 @@ def read(folder: Path) -> dict:
             f"'{folder}' holds no {MANIFEST}; give --from-bundle a folder kit bundle wrote"
         )
     held = inputs.read_json(where, str(where), REMAKE)
-    keys = {
-        "format",
-        "recipe",
-        "version",
-        "variant",
-        "tag",
-        "epoch",
-        "digest",
-        "dockerfile",
-        "base",
-        "files",
-    }
-    if not isinstance(held, dict) or held.get("format") != FORMAT or not keys <= held.keys():
+    if not _well_formed(held):
         raise KitError(f"{where} is no {FORMAT} manifest; {REMAKE}")
     log.info(f"checking the SHA-256 of the {len(held['files'])} files of {folder}")
     there = _tree(folder)
@@ -243,6 +238,23 @@ def read(folder: Path) -> dict:
                 f"{folder / name} is not the file the bundle holds (SHA-256 differs); {REMAKE}"
             )
     return held
+
+
+def _well_formed(held: object) -> bool:
+    """The manifest's fields, each of the type the rebuild reads (a hand-edited one is
+    one line, not a traceback)."""
+    if not isinstance(held, dict) or held.get("format") != FORMAT or not held.keys() >= KEYS:
+        return False
+    files, base = held["files"], held["base"]
+    texts = [held[k] for k in KEYS - {"files", "base", "epoch"}]
+    return (
+        isinstance(files, dict)
+        and all(isinstance(v, str) for v in [*files, *files.values(), *texts])
+        and isinstance(base, dict)
+        and all(isinstance(base.get(k), str) for k in ("tag", "id"))
+        and isinstance(held["epoch"], int)
+        and not isinstance(held["epoch"], bool)
+    )
 
 
 def _base(held: dict, folder: Path) -> str:
@@ -269,25 +281,16 @@ def rebuild(name: str, variant: str, folder: Path) -> tuple[str, str, dict]:
         )
     base = _base(held, folder)
     ctx = folder / CONTEXT
-    with tempfile.TemporaryDirectory(prefix="kit-bundle-") as scratch:
-        iidfile = Path(scratch) / "image-id"
-        argv = [engine.docker(), "build", "--progress=plain", "--network=none", "--no-cache",
-                "--iidfile", str(iidfile), "-f", str(ctx / f"{held['dockerfile']}.offline"),
-                "--build-arg", f"BASE_IMAGE={base}",
-                "--build-arg", f"KIT_PIP_INDEX_URL={INDEX_URL}"]  # fmt: skip
-        if ca := build.ca_bundle(None):  # no TLS offline: for the mount point it leaves
-            argv += ["--secret", f"id=cacert,src={ca}"]
-        argv.append(str(ctx))
-        stream(
-            argv,
-            "docker build (from the bundle, network off)",
-            env={**os.environ, "DOCKER_BUILDKIT": "1"},
-        )
-        raw = iidfile.read_text().strip()
-    lists = {path: build.read_file(raw, path) for _, path in CONTENTS}
-    labels = {label: " ".join(lists[path]) for label, path in CONTENTS}
-    same = held["tag"]
     scratch_tag = f"kit-bundle/{held['recipe']}:{held['version']}-{variant}"
+    argv = [engine.docker(), "build", "--progress=plain", "-t", scratch_tag, "--network=none",
+            "--no-cache", "-f", str(ctx / f"{held['dockerfile']}.offline"),
+            "--build-arg", f"BASE_IMAGE={base}",
+            "--build-arg", f"KIT_PIP_INDEX_URL={INDEX_URL}"]  # fmt: skip
+    if ca := build.ca_bundle(None):  # no TLS offline: for the mount point it leaves
+        argv += ["--secret", f"id=cacert,src={ca}"]
+    raw = build.untagged_build([*argv, str(ctx)], "docker build (from the bundle, network off)")
+    labels = build.as_labels(build.contents(raw))
+    same = held["tag"]
     made = reproducible.rewrite(raw, scratch_tag, held["epoch"], labels)
     engine.remove_quiet(raw)
     if made == held["digest"]:

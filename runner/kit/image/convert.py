@@ -84,9 +84,14 @@ class Artifacts:
         return {"docker-archive": self.tar, "squashfs": self.squashfs, "singularity": self.sif}
 
 
+def folder_of(name: str, digest: str) -> Path:
+    """Where the conversions (and manifest) of image `name` with this digest are filed."""
+    return cache_dir() / "images" / name / digest.split(":")[-1][:16]
+
+
 def artifacts(recipe: Image, variant: str) -> Artifacts:
     digest = engine.image_id(recipe.tag(variant))
-    return Artifacts(digest, cache_dir() / "images" / recipe.name / digest.split(":")[-1][:16])
+    return Artifacts(digest, folder_of(recipe.name, digest))
 
 
 def earlier(recipe: Recipe, variant: str, fmt: str) -> Artifacts | None:

@@ -26,7 +26,6 @@ from kit.core import benches, inputs
 from kit.core.errors import KitError
 from kit.core.log import logger
 from kit.core.paths import (
-    cache_dir,
     exclusive,
     made_whole,
     repo_root,
@@ -97,7 +96,7 @@ class Foreign:
         return (engine.inspect(self.ref) or {}).get("Config") or {}
 
     def folder(self) -> Path:
-        return cache_dir() / "images" / self.name / self.digest.split(":")[-1][:16]
+        return convert.folder_of(self.name, self.digest)
 
 
 def resolve(source: str) -> Foreign:

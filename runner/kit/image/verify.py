@@ -22,9 +22,9 @@ from typing import IO
 
 from kit.core import inputs
 from kit.core.errors import KitError
-from kit.core.paths import cache_dir, write_atomically
+from kit.core.paths import write_atomically
 from kit.core.proc import capture, which
-from kit.image import engine, reproducible, sif
+from kit.image import convert, engine, reproducible, sif
 from kit.image.convert import APPTAINER_FIX
 
 KINDS = ("only in the image", "only in the rebuild", "content", "mode", "owner", "mtime")
@@ -231,8 +231,7 @@ def filed(name: str, digest: str | None) -> dict | None:
     record carries it, so the report can say whether the image measured was verified."""
     if not digest or not digest.startswith("sha256:"):
         return None
-    folder = cache_dir() / "images" / name / digest.removeprefix("sha256:")[:16]
-    manifest = inputs.remade(folder / "manifest.json")
+    manifest = inputs.remade(convert.folder_of(name, digest) / convert.MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("digest") != digest:
         return None
     held = manifest.get("verified")

@@ -87,6 +87,12 @@ def test_an_intact_bundle_reads(made):
          "extra.deb is not one of the bundle's files; remove it"),
         (lambda f: (f / bundle.MANIFEST).write_text("{}"), "is no kit.bundle/1 manifest"),
         (lambda f: (f / bundle.MANIFEST).unlink(), "holds no bundle.json"),
+        (lambda f: (f / bundle.MANIFEST).write_text(
+            (f / bundle.MANIFEST).read_text().replace('"files": {', '"files": [0], "x": {')),
+         "is no kit.bundle/1 manifest"),
+        (lambda f: (f / bundle.MANIFEST).write_text(
+            (f / bundle.MANIFEST).read_text().replace('"epoch": 1795824000', '"epoch": true')),
+         "is no kit.bundle/1 manifest"),
     ],
 )  # fmt: skip
 def test_a_damaged_bundle_is_named_before_anything_is_built(made, damage, said):
