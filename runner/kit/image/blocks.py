@@ -109,13 +109,16 @@ VOLATILE = (
 FORGET = "rm -rf " + " ".join(VOLATILE)
 
 
-def apt_install(pins: tuple[str, ...]) -> Shell:
+def apt_install(r: Recipe, pins: tuple[str, ...]) -> Shell:
     """One layer of packages, without apt's leftovers (downloaded .deb files were 355 MB
-    of every image) or what holds the time of the build (VOLATILE)."""
+    of every image) or what holds the time of the build (VOLATILE). The packages' scripts
+    byte-compile Python's own library under the recipe's hash seed (hash_seed)."""
+    env = (("DEBIAN_FRONTEND", "noninteractive"), *hash_seed(r))
+    settings = " ".join(f"{k}={v}" for k, v in env)
     return Shell(
         (
             "apt-get -o APT::Sandbox::User=root update",
-            "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y "
+            f"{settings} apt-get -o APT::Sandbox::User=root install -y "
             "--no-install-recommends \\\n" + " \\\n".join(f"        {p}" for p in pins),
             "apt-get clean",
             "rm -rf /var/lib/apt/lists/*",
@@ -158,10 +161,12 @@ def mpi_select(r: Recipe) -> Shell:
 
 
 def hash_seed(r: Recipe) -> tuple[tuple[str, str], ...]:
-    """A fixed string-hash seed while pip byte-compiles, for Python before 3.11: its marshal
-    writes a frozenset constant in hash order, which the seed drawn at each start changes,
-    so the same .py gave another .pyc in each build (125 of caffe2-mpich's venv, Python
-    3.9, seen by kit verify). Python 3.11's do not differ (the bookworm images verify)."""
+    """A fixed string-hash seed while Python byte-compiles (pip, and Debian's package
+    scripts), for Python before 3.11: its marshal writes a frozenset constant in hash
+    order, which the seed drawn at each start changes, so the same .py gave another .pyc
+    in each build (caffe2-mpich, Python 3.9, seen by kit verify: 125 of its venv's in
+    1.2.0; in 1.2.1, 27 of /usr/lib/python3.9's, compiled by the apt step). Python 3.11's
+    do not differ (the bookworm images verify)."""
     pin = next((p for p in r.all_apt if p.startswith("python3=")), "")
     minor = re.match(r"python3=3\.(\d+)\.", pin)
     return (("PYTHONHASHSEED", "0"),) if minor and int(minor.group(1)) < 11 else ()
@@ -213,29 +218,53 @@ NO_DEBUG_INFO = tuple(
 )
 
 
+SOURCES = "/tmp/kit-sources"
+
+
 def compile_wheels(r: Recipe) -> Shell:
     """Builder stage: compile the `compile` packages into wheels against the frameworks,
-    CMake projects through a toolchain file that leaves debug information out."""
+    CMake projects through a toolchain file that leaves debug information out. Each
+    source release is unpacked into a fixed folder and built there: in pip's own build
+    folder, whose name is drawn at random, Horovod's compiled files kept that name
+    (`__FILE__` in Gloo's messages), and each build gave other bytes (horovod-* 1.4.0,
+    seen by kit verify)."""
     assert r.compile is not None
-    args = [f"--wheel-dir={WHEELS}", *r.compile_args()]
+    names = ",".join(p.split("==")[0] for p in r.compile.packages)
+    unbuilt = ["--no-cache-dir", "--no-build-isolation", "--no-deps"]
+    fetch = [*unbuilt, f"--no-binary={names}", f"--dest={SOURCES}", *r.compile.packages]
+    unpack = f'for a in {SOURCES}/*.tar.gz; do tar -xzf "$a" -C {SOURCES}; done'
+    build = [f"--wheel-dir={WHEELS}", *unbuilt, f"{SOURCES}/*/"]
     toolchain = "printf '%s\\n' " + " ".join(shlex.quote(x) for x in NO_DEBUG_INFO)
     env = (("CMAKE_TOOLCHAIN_FILE", RELEASE_CMAKE), *r.compile.env)
     return Shell(
-        (TRUST_CA, f"{toolchain} > {RELEASE_CMAKE}", _pip(r, "wheel", args, env)), secret=True
+        (
+            TRUST_CA,
+            f"{toolchain} > {RELEASE_CMAKE}",
+            _pip(r, "download", fetch),
+            unpack,
+            _pip(r, "wheel", build, env),
+        ),
+        secret=True,
     )
 
 
 def install_wheels(r: Recipe) -> tuple[Copy, Shell]:
     """Final stage: copy the builder's wheels in, install them and prove the result works
     (e.g. `horovodrun --check-build`). The wheels stay in the image: they are what it
-    runs, and the native environment installs the very same binaries from them."""
+    runs, and the native environment installs the very same binaries from them. The
+    check has a temporary folder of its own, removed with it: Open MPI left its session
+    folder in /tmp (horovod-openmpi 1.4.0)."""
     assert r.compile is not None
     return (
         Copy(WHEELS, WHEELS, stage=BUILDER),
         Shell(
             (
                 f"{VENV}/bin/pip install --no-cache-dir --no-deps --no-index {WHEELS}/*.whl",
+                'TMPDIR="$(mktemp -d)"',
+                "export TMPDIR",
                 *r.compile.check,
+                'rm -rf "$TMPDIR"',
+                "unset TMPDIR",
             )
         ),
     )
@@ -276,7 +305,7 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     images of one framework share that layer (pytorch-mpich and pytorch-openmpi: 1.5 GB
     built and stored once). The recipe's own environment comes late, so changing it
     rebuilds little."""
-    packages = tuple(apt_install(pins) for pins in (r.apt, r.mpi.apt) if pins)
+    packages = tuple(apt_install(r, pins) for pins in (r.apt, r.mpi.apt) if pins)
     runtime = (*packages, labels(r, variant), environment(r, variant), mpi_select(r), python_env(r))
     if r.pip_host:
         runtime = (*runtime, host_wheels(r))
@@ -284,7 +313,7 @@ def image(r: Recipe, variant: str) -> list[Stage]:
     last = (manifest(), benchmarks())
     if r.compile is None:
         return [Stage("", (*runtime, *env, *last))]
-    build = (apt_install(r.apt_build), compile_wheels(r))
+    build = (apt_install(r, r.apt_build), compile_wheels(r))
     return [
         Stage(BUILDER, (*runtime, *build)),
         Stage("", (*runtime, *env, *install_wheels(r), *last)),

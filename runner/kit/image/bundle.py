@@ -103,7 +103,7 @@ def _fetch(url: str, target: Path, sha256: str) -> None:
             f"cannot fetch {url} ({e}); set KIT_DEBIAN_MIRROR to a mirror that has it"
         ) from None
     if sha256_of(target) != sha256:
-        raise KitError(f"{url} is not the file the lock names (SHA-256 differs); {lock.FIX}")
+        raise Failed(f"{url} is not the file the lock names (SHA-256 differs); {lock.FIX}")
 
 
 def _debs(r: Recipe, held: dict, srv: Path) -> None:
@@ -116,7 +116,7 @@ def _debs(r: Recipe, held: dict, srv: Path) -> None:
     for e in held["apt"]:
         stanza = stanzas.get((e["package"], e["version"]))
         if stanza is None:
-            raise KitError(
+            raise Failed(
                 f"{e['package']} {e['version']} is no longer on {mirror}; point "
                 "KIT_DEBIAN_MIRROR at a mirror or snapshot that has it"
             )
@@ -141,7 +141,7 @@ def _pip(r: Recipe, held: dict, srv: Path) -> None:
         page = srv / "simple" / lock.normal(e["name"])
         got = lock.download(r, e["from"], f"{e['name']}=={e['version']}", page)
         if got != {"file": e["file"], "sha256": e["sha256"]}:
-            raise KitError(
+            raise Failed(
                 f"pip fetched {got['file']} for {e['name']}, not the locked file; {lock.FIX}"
             )
         (page / "index.html").write_text(simple_page(e))

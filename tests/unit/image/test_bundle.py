@@ -115,3 +115,13 @@ def test_a_rebuild_that_is_another_image_exits_1_and_names_both(monkeypatch, cap
     err = capsys.readouterr().err
     assert err.startswith("kit: error: the bundle's rebuild is sha256:222222222222, not ")
     assert "kit verify pytorch-mpich --against kit-bundle/x:1-cpu" in err
+
+
+def test_a_fetched_file_that_is_not_the_locked_one_is_a_failure_not_a_mistake(tmp_path):
+    """The mirror served other bytes under a locked name: what ran failed (exit 1); nothing
+    the user typed was wrong (exit 2)."""
+    served = tmp_path / "served.deb"
+    served.write_bytes(b"not the locked package")
+    with pytest.raises(KitError, match="is not the file the lock names") as e:
+        bundle._fetch(served.as_uri(), tmp_path / "kept.deb", "0" * 64)
+    assert e.value.status == EXIT_FAILED

@@ -146,7 +146,7 @@ def definition_parts(text: str) -> tuple[set[str], dict, dict]:
             preamble = preamble or s.startswith('if [ -z "${FAKEROOTKEY')
             if preamble:
                 preamble = s != "fi"
-            elif s != "set -euo pipefail" and not s.startswith("export "):
+            elif s != "set -euo pipefail" and not (s.startswith("export ") and "=" in s):
                 commands.add(" ".join(s.split()))
     # a build-time mount of the Dockerfile is copied in by %files, then removed
     commands.discard(f"rm -rf {blocks.HOST_WHEELS}")
@@ -206,23 +206,33 @@ def test_compiled_packages_build_in_a_builder_stage(kit_root, mini):
         '\'set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")\' '
         '\'set(CMAKE_CUDA_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")\' '
         "> /opt/kit/release.cmake && \\\n"
+        # the source release is built in a fixed folder (pip's own has a random name,
+        # which compiled files keep)
+        "    MPICC=mpicc.openmpi CFLAGS=-g0 /opt/kit/venv/bin/pip download --no-cache-dir "
+        "--no-build-isolation --no-deps --no-binary=horovod --dest=/tmp/kit-sources "
+        '${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
+        "        horovod==0.28.1 && \\\n"
+        '    for a in /tmp/kit-sources/*.tar.gz; do tar -xzf "$a" -C /tmp/kit-sources; done '
+        "&& \\\n"
         "    MPICC=mpicc.openmpi CFLAGS=-g0 CMAKE_TOOLCHAIN_FILE=/opt/kit/release.cmake "
         "HOROVOD_WITH_MPI=1 /opt/kit/venv/bin/pip wheel "
         "--wheel-dir=/opt/kit/wheels --no-cache-dir --no-build-isolation --no-deps "
-        '--no-binary=horovod ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
-        "        horovod==0.28.1\n"
+        '${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
+        "        /tmp/kit-sources/*/\n"
     ) in builder
-    assert (  # the wheels stay in the image: the native environment installs them too
+    assert (  # the wheels stay in the image: the native environment installs them too;
+        # the check's temporary files (Open MPI's session folder) go with its folder
         "COPY --from=builder /opt/kit/wheels /opt/kit/wheels\n"
         "RUN /opt/kit/venv/bin/pip install --no-cache-dir --no-deps --no-index "
-        "/opt/kit/wheels/*.whl && \\\n    horovodrun --check-build\n"
+        '/opt/kit/wheels/*.whl && \\\n    TMPDIR="$(mktemp -d)" && \\\n    export TMPDIR && '
+        '\\\n    horovodrun --check-build && \\\n    rm -rf "$TMPDIR" && \\\n    unset TMPDIR\n'
     ) in final
     definition = render.definition(r)
     assert definition.count("Bootstrap: localimage") == 2
     assert "Stage: builder\n" in definition and "Stage: final\n" in definition
     final_def = definition.split("Stage: final\n")[1]
     assert "%files from builder\n    /opt/kit/wheels /opt/kit/wheels\n" in final_def
-    assert "/opt/kit/wheels/*.whl\n    horovodrun --check-build\n" in final_def
+    assert '/opt/kit/wheels/*.whl\n    TMPDIR="$(mktemp -d)"\n    export TMPDIR\n' in final_def
 
 
 HOSTILE = "$(touch /tmp/pwned) `id` \"q\" \\ ${HOME} 'x'"
