@@ -109,17 +109,39 @@ VOLATILE = (
 FORGET = "rm -rf " + " ".join(VOLATILE)
 
 
+# Debian's packages byte-compile Python's library with `python3 -E`, which ignores
+# PYTHONHASHSEED: before 3.11, a .pyc holding a frozenset constant came out in another
+# order in each build (caffe2 1.2.2: 27 of /usr/lib/python3.9's, seen by kit verify).
+# Each .pyc of the library and of Debian's Python packages is compiled again from its
+# source under the fixed seed, in the invalidation mode it was written in (checked-hash:
+# SOURCE_DATE_EPOCH is set), and replaces the old one only where they differ, so a later
+# step does not store the library again.
+RECOMPILE = (
+    "python3 -c 'import os, pathlib, py_compile as c, sys, sysconfig as s; "
+    'tag = f".{sys.implementation.cache_tag}.pyc"; '
+    "modes = {0: c.PycInvalidationMode.TIMESTAMP, 1: c.PycInvalidationMode.UNCHECKED_HASH, "
+    "3: c.PycInvalidationMode.CHECKED_HASH}; "
+    'roots = sorted({s.get_paths()["stdlib"], "/usr/lib/python3/dist-packages"}); '
+    'pycs = [p for r in roots for p in sorted(pathlib.Path(r).rglob(f"__pycache__/*{tag}"))]; '
+    'pairs = [(p, p.parent.parent / (p.name[: -len(tag)] + ".py")) for p in pycs]; '
+    "[os.replace(n, p) if pathlib.Path(n).read_bytes() != p.read_bytes() else os.unlink(n) "
+    'for p, py in pairs if py.is_file() for n in [c.compile(str(py), f"{p}.kit", '
+    "doraise=True, invalidation_mode=modes[p.read_bytes()[4]])]]'"
+)
+
+
 def apt_install(r: Recipe, pins: tuple[str, ...]) -> Shell:
     """One layer of packages, without apt's leftovers (downloaded .deb files were 355 MB
-    of every image) or what holds the time of the build (VOLATILE). The packages' scripts
-    byte-compile Python's own library under the recipe's hash seed (hash_seed)."""
-    env = (("DEBIAN_FRONTEND", "noninteractive"), *hash_seed(r))
-    settings = " ".join(f"{k}={v}" for k, v in env)
+    of every image) or what holds the time of the build (VOLATILE); under Python before
+    3.11, with the .pyc files its package scripts wrote compiled again (RECOMPILE)."""
+    seed = hash_seed(r)
+    again = (" ".join(f"{k}={v}" for k, v in seed) + " " + RECOMPILE,) if seed else ()
     return Shell(
         (
             "apt-get -o APT::Sandbox::User=root update",
-            f"{settings} apt-get -o APT::Sandbox::User=root install -y "
+            "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y "
             "--no-install-recommends \\\n" + " \\\n".join(f"        {p}" for p in pins),
+            *again,
             "apt-get clean",
             "rm -rf /var/lib/apt/lists/*",
             FORGET,
@@ -161,12 +183,11 @@ def mpi_select(r: Recipe) -> Shell:
 
 
 def hash_seed(r: Recipe) -> tuple[tuple[str, str], ...]:
-    """A fixed string-hash seed while Python byte-compiles (pip, and Debian's package
-    scripts), for Python before 3.11: its marshal writes a frozenset constant in hash
+    """A fixed string-hash seed while Python byte-compiles (pip, and RECOMPILE after the
+    apt steps), for Python before 3.11: its marshal writes a frozenset constant in hash
     order, which the seed drawn at each start changes, so the same .py gave another .pyc
-    in each build (caffe2-mpich, Python 3.9, seen by kit verify: 125 of its venv's in
-    1.2.0; in 1.2.1, 27 of /usr/lib/python3.9's, compiled by the apt step). Python 3.11's
-    do not differ (the bookworm images verify)."""
+    in each build (125 of caffe2-mpich 1.2.0's venv, Python 3.9, seen by kit verify).
+    Python 3.11's do not differ (the bookworm images verify)."""
     pin = next((p for p in r.all_apt if p.startswith("python3=")), "")
     minor = re.match(r"python3=3\.(\d+)\.", pin)
     return (("PYTHONHASHSEED", "0"),) if minor and int(minor.group(1)) < 11 else ()

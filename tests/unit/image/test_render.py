@@ -303,3 +303,17 @@ def test_pip_byte_compiles_under_a_fixed_hash_seed_before_python_3_11():
     assert blocks.hash_seed(torch) == ()
     text = next(t for p, t in render.outputs(caffe2).items() if p.name == "Dockerfile")
     assert "CFLAGS=-g0 PYTHONHASHSEED=0 /opt/kit/venv/bin/pip install" in text
+    # Debian's own byte-compilation ignores the seed (python3 -E): the step that ran it
+    # compiles its .pyc files again under the seed, before apt's leftovers go
+    assert f"libmpich-dev=3.4.1-5~deb11u1 && \\\n    PYTHONHASHSEED=0 {blocks.RECOMPILE} && \\\n" \
+        "    apt-get clean" in text  # fmt: skip
+    assert text.count("PYTHONHASHSEED=0 python3 -c") == 2  # Python's step, MPI's
+    assert "python3 -c" not in render.dockerfile(torch)
+
+
+def test_the_recompiled_library_replaces_only_what_differs():
+    """The program is Python: it compiles, and replaces a .pyc only where the new one
+    differs (a later step that runs it stores no second copy of the library)."""
+    program = blocks.RECOMPILE.removeprefix("python3 -c '").removesuffix("'")
+    compile(program, "RECOMPILE", "exec")
+    assert "os.replace(n, p) if pathlib.Path(n).read_bytes() != p.read_bytes()" in program
