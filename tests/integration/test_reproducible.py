@@ -4,10 +4,14 @@ and its squashfs and docker-save tar the same bytes, its SIF the same bytes less
 the SIF format fills anew (kit.image.sif). kit verify names what differs when it does."""
 
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -178,6 +182,67 @@ def test_a_bundle_rebuilds_the_image_with_the_network_off(twice, tmp_path):
     (out / "context" / "benchmarks" / "kitschema.py").write_text("changed\n")
     p = kit("build", "tiny-mpich", "--from-bundle", str(out), check=False, env=env)
     assert p.returncode == 2 and "kitschema.py is not the file the bundle holds" in p.stderr
+
+
+class Snapshots(http.server.ThreadingHTTPServer):
+    """A stand-in for a Debian snapshot service (none is reachable here): /TIME/PATH is the
+    mirror's PATH, and every path asked for is kept."""
+
+    def __init__(self, mirror: str) -> None:
+        self.asked: list[str] = []
+        served = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                served.asked.append(self.path)
+                rest = self.path.lstrip("/").partition("/")[2]
+                try:
+                    with urllib.request.urlopen(f"{mirror.rstrip('/')}/{rest}", timeout=300) as r:
+                        body = r.read()
+                except urllib.error.HTTPError as e:
+                    self.send_error(e.code)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("0.0.0.0", 0), Handler)
+
+
+def test_a_recipe_naming_a_snapshot_builds_from_it_to_the_same_image(twice, tmp_path):
+    """With a snapshot service set, the build's apt steps read the recipe's snapshot (the
+    stand-in sees its index and .deb files asked for under the recipe's time), through a
+    build secret no layer keeps: the image is the one the mirror made."""
+    from kit.image import debian_base
+
+    tag = "kit/tiny-mpich:0.1.0-cpu"
+    built = docker("image", "inspect", "--format", "{{.Id}}", tag).strip()
+    root = tmp_path / "kit"
+    (root / "recipes").mkdir(parents=True)
+    (root / "recipes" / "tiny-mpich.toml").write_text(TINY.replace(
+        "source_date_epoch = 1795824000",
+        'source_date_epoch = 1795824000\ndebian_snapshot = "20260712T000000Z"',
+    ))  # fmt: skip
+    shutil.copytree(REPO / "benchmarks", root / "benchmarks")
+    env = {**os.environ, "KIT_ROOT": str(root), "KIT_CACHE": str(tmp_path / "cache")}
+    kit("render", env=env)
+    gateway = docker("network", "inspect", "bridge", "--format",
+                     "{{(index .IPAM.Config 0).Gateway}}").strip()  # fmt: skip
+    service = Snapshots(debian_base.host_mirror())
+    threading.Thread(target=service.serve_forever, daemon=True).start()
+    try:
+        url = f"http://{gateway}:{service.server_address[1]}/"
+        p = kit("build", "tiny-mpich", "--no-cache", env={**env, "KIT_DEBIAN_SNAPSHOT": url})
+    finally:
+        service.shutdown()
+    assert f"Debian's packages from {url}20260712T000000Z/" in p.stderr
+    assert "/20260712T000000Z/dists/bookworm/InRelease" in service.asked, service.asked[:5]
+    assert any(a.startswith("/20260712T000000Z/pool/main/") for a in service.asked)
+    assert docker("image", "inspect", "--format", "{{.Id}}", tag).strip() == built
 
 
 def verified(image: str) -> None:

@@ -249,7 +249,14 @@ def add_base(sub: argparse._SubParsersAction) -> None:
 
 
 def add_build(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("build", help="docker build an image from its rendered recipe")
+    s = sub.add_parser(
+        "build",
+        help="docker build an image from its rendered recipe",
+        description="docker build IMAGE from its rendered recipe and write it in reproducible "
+        "form (the same inputs give the same digest). Debian's packages come from the "
+        "mirror the base image names, or, where the recipe names a debian_snapshot and "
+        "KIT_DEBIAN_SNAPSHOT names a snapshot service, from that time's archive.",
+    )
     s.add_argument("image", metavar="IMAGE")
     s.add_argument("--variant", default="cpu", help="cpu (default) or cuda")
     s.add_argument(

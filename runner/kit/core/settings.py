@@ -51,6 +51,12 @@ SETTINGS = (
         "Debian mirror for `kit base`, `kit lock` (its index) and `ci/provision` "
         "(default: the host's apt source)",
     ),
+    Setting(
+        ("KIT_DEBIAN_SNAPSHOT",),
+        "a Debian snapshot service's archive URL, under which each time is a folder: a "
+        "recipe naming `debian_snapshot` then takes its packages from that time's archive "
+        "(builds, `kit lock`, `kit bundle`; default: none, the mirror)",
+    ),
     Setting(("KIT_ROOT",), "the checkout holding `recipes/`, `containers/`, `benchmarks/`"),
     Setting(
         ("KIT_USER", "KIT_PREFIX"), "the job user (`kit`) and install prefix (`/opt/kit`)", "ci/*"

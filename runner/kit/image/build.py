@@ -13,9 +13,9 @@ from pathlib import Path
 from kit.core import inputs, settings
 from kit.core.errors import Failed, KitError
 from kit.core.log import logger
-from kit.core.paths import repo_root, sha256_of, write_atomically
+from kit.core.paths import cache_dir, repo_root, sha256_of, write_atomically
 from kit.core.proc import stream
-from kit.image import convert, engine, lock, render, reproducible, wheels
+from kit.image import convert, debian_base, engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
 from kit.image.recipes import Recipe
 
@@ -88,6 +88,32 @@ def build_argv(
     return [*argv, str(repo_root())]
 
 
+SNAPSHOT_SOURCES = "--mount=type=secret,id=aptsources,target=/etc/apt/sources.list"
+
+
+def from_snapshot(recipe: Recipe, argv: list[str]) -> list[str]:
+    """The build argv reading the Debian packages from the recipe's snapshot, where a
+    snapshot service is set (KIT_DEBIAN_SNAPSHOT); argv as it was otherwise. The same
+    Dockerfile runs, with the snapshot's sources.list mounted over the base's on the steps
+    that run apt-get: as a build secret, which no layer, history line or build-cache key
+    keeps, so the image is the one the mirror's same packages make."""
+    url = debian_base.snapshot_url(recipe.snapshot)
+    if url is None:
+        return argv
+    # a snapshot's Release files are signed, and past their Valid-Until by design
+    line = f"deb [check-valid-until=no] {url} {recipe.distro} main\n"
+    folder = cache_dir() / "snapshots" / hashlib.sha256(line.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / "sources.list", line)
+    i = argv.index("-f") + 1
+    plain = Path(argv[i])
+    mounted = folder / f"{recipe.name}.{plain.name}"
+    write_atomically(mounted, render.with_mounts(plain.read_text(), (), (SNAPSHOT_SOURCES,)))
+    log.info(f"{recipe.name}: Debian's packages from {url} (the recipe's snapshot)")
+    secret = ["--secret", f"id=aptsources,src={folder / 'sources.list'}"]
+    return [*argv[:i], str(mounted), *secret, *argv[i + 1 :]]
+
+
 def ensure_base(recipe: Recipe, variant: str) -> str:
     """The image to build FROM: the local Debian base (made by `kit base`), or a registry
     image (a CUDA variant's) that the engine pulls, or says why it cannot. The local base
@@ -151,7 +177,7 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
     engine.server_version()
     base = ensure_base(recipe, variant)
     wheels.fetch(recipe)
-    argv = build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base)
+    argv = from_snapshot(recipe, build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base))
     key = inputs_key(argv)
     before = (engine.found(tag) or {}).get("Id")
     if not opts.no_cache and (made := reproducible.made_from(key)):

@@ -64,19 +64,7 @@ REMAKE = "make it again with 'kit bundle IMAGE --out DIR' where the inputs can b
 def offline_dockerfile(text: str) -> str:
     """The Dockerfile with the bundle's mounts on its RUN steps: /srv on each, the
     bundle's sources over the base's on each that runs apt-get."""
-    lines = text.splitlines(keepends=True)
-    out = []
-    for i, line in enumerate(lines):
-        if line.startswith("RUN "):
-            step = [line]
-            for more in lines[i + 1 :]:
-                if not step[-1].rstrip().endswith("\\"):
-                    break
-                step.append(more)
-            mounts = [MOUNT_SRV, *([MOUNT_APT] if "apt-get" in "".join(step) else [])]
-            line = f"RUN {' '.join(mounts)} {line[4:]}"
-        out.append(line)
-    return "".join(out)
+    return render.with_mounts(text, (MOUNT_SRV,), (MOUNT_APT,))
 
 
 def simple_page(entry: dict) -> str:
@@ -108,7 +96,7 @@ def _fetch(url: str, target: Path, sha256: str) -> None:
 
 def _debs(r: Recipe, held: dict, srv: Path) -> None:
     """Each locked .deb from the mirror, checked against the lock, and its stanza."""
-    mirror = debian_base.host_mirror()
+    mirror = debian_base.archive(r.snapshot)
     stanzas = lock.debian_stanzas(mirror, r.distro)
     debs = srv / "debs"
     debs.mkdir(parents=True)
@@ -117,8 +105,7 @@ def _debs(r: Recipe, held: dict, srv: Path) -> None:
         stanza = stanzas.get((e["package"], e["version"]))
         if stanza is None:
             raise Failed(
-                f"{e['package']} {e['version']} is no longer on {mirror}; point "
-                "KIT_DEBIAN_MIRROR at a mirror or snapshot that has it"
+                f"{e['package']} {e['version']} is no longer on {mirror}; {lock.elsewhere(r)}"
             )
         name = Path(e["pool"]).name
         kept.append("\n".join(

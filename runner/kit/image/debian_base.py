@@ -2,6 +2,7 @@
 reproducibly (mmdebstrap with SOURCE_DATE_EPOCH, kit.image.reproducible)."""
 
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +13,8 @@ from kit.core.log import logger
 from kit.core.proc import stream, which
 from kit.image import engine, reproducible
 
-MIRROR_FIX = "give the mirror's URL, e.g. http://deb.debian.org/debian"
+MIRROR_FIX = "give the mirror's URL, as apt's sources name it (http://HOST/debian)"
+SNAPSHOT_FIX = "give the snapshot service's archive URL, under which each time is a folder"
 
 log = logger(__name__)
 
@@ -35,6 +37,24 @@ def host_mirror() -> str:
             if words and words[0] in ("URIs:", "deb") and "security" not in line:
                 return next(w for w in words if "://" in w)
     raise KitError("no Debian mirror in /etc/apt; pass --mirror URL or set KIT_DEBIAN_MIRROR")
+
+
+def snapshot_url(snapshot: str) -> str | None:
+    """The Debian archive as of a recipe's snapshot time on the snapshot service
+    KIT_DEBIAN_SNAPSHOT names; None without either (the mirror serves then)."""
+    if not snapshot or not (service := settings.value("KIT_DEBIAN_SNAPSHOT")):
+        return None
+    if not re.fullmatch(r"(https?|file)://[^\s\[\]]+", service):
+        raise KitError(f"KIT_DEBIAN_SNAPSHOT '{schema.printable(service)}' is not an "
+                       f"http(s) or file URL; {SNAPSHOT_FIX}")  # fmt: skip
+    return f"{service.rstrip('/')}/{snapshot}/"
+
+
+def archive(snapshot: str) -> str:
+    """Where a recipe's Debian packages come from: its snapshot where a snapshot service
+    is set (a mirror moves on; a snapshot keeps the packages a lock names for good), else
+    the mirror (host_mirror)."""
+    return snapshot_url(snapshot) or host_mirror()
 
 
 # The base's epoch: every file Debian's packages or the bootstrap wrote later is dated

@@ -154,7 +154,7 @@ def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
 def make(r: Recipe, variant: str, apt: list[str]) -> dict:
     """The lock of the built image (its tag), from its package list `apt` (name=version,
     as the build read it back) and its venv."""
-    index = debian_index(debian_base.host_mirror(), r.distro)
+    index = debian_index(debian_base.archive(r.snapshot), r.distro)
     debs, gone = [], []
     for item in apt:
         name, _, version = item.partition("=")
@@ -236,17 +236,26 @@ def applying(r: Recipe, variant: str) -> dict | None:
 def gone(r: Recipe, held: dict) -> list[str]:
     """The locked apt packages (name=version) the mirror's index no longer has: a build
     from the mirror would install others in their place."""
-    index = debian_index(debian_base.host_mirror(), r.distro)
+    index = debian_index(debian_base.archive(r.snapshot), r.distro)
     return [f"{e['package']}={e['version']}" for e in held["apt"]
             if (e["package"], e["version"]) not in index]  # fmt: skip
+
+
+def elsewhere(r: Recipe) -> str:
+    """Where else the locked .deb files are: the recipe's snapshot, or another mirror."""
+    if r.snapshot and debian_base.snapshot_url(r.snapshot) is None:
+        return (
+            f"set KIT_DEBIAN_SNAPSHOT to a Debian snapshot service's archive URL (the recipe "
+            f"names the archive as of {r.snapshot})"
+        )
+    return "point KIT_DEBIAN_MIRROR at a mirror or snapshot that has them"
 
 
 def refusal(r: Recipe, variant: str, what: str) -> str:
     """How a build held to its lock says what it will not substitute, and the ways out."""
     return (
         f"{what}; build {r.tag(variant)} from its bundle (kit build {r.name} --from-bundle "
-        f"DIR), point KIT_DEBIAN_MIRROR or pip at what served the lock (a Debian snapshot), "
-        f"or {FIX}"
+        f"DIR), {elsewhere(r)}, point pip at what served the lock, or {FIX}"
     )
 
 

@@ -2,6 +2,7 @@
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from kit.core import inputs, schema
@@ -27,6 +28,7 @@ FLAVOURS = {
     ),
 }
 VARIANTS = ("cpu", "cuda")
+SNAPSHOT_TIME = "%Y%m%dT%H%M%SZ"  # a Debian snapshot service's timestamp
 APT_PIN = re.compile(r"^[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+:~-]+$")
 PIP_PIN = re.compile(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+$")
 F = schema.Field
@@ -35,6 +37,7 @@ TOP = {
     "name": F(str, schema.NAME),
     "version": F(str, re.compile(r"[0-9A-Za-z][0-9A-Za-z.+~_-]{0,62}")),
     "source_date_epoch": F(int),
+    "debian_snapshot": F(str),
     "description": F(str, schema.TEXT),
     "distro": F(str, re.compile(r"[a-z]{2,20}")),
     "stack": F(str, re.compile("current|historical")),
@@ -139,6 +142,7 @@ class Recipe:
     stack: str  # current: today's frameworks; historical: the studies' (last working versions)
     epoch: int  # SOURCE_DATE_EPOCH: every date in the image (kit.image.reproducible)
     compile: Compile | None = None
+    snapshot: str = ""  # the Debian archive's state it was locked on (kit.image.debian_base)
     base: str = ""  # the image to build FROM: the local Debian base unless a variant says
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the image
     overrides: dict = field(default_factory=dict, compare=False, repr=False)  # [variant.X]
@@ -302,6 +306,12 @@ def _build(data: dict, path: Path) -> Recipe:
         raise KitError(
             f"{path}: source_date_epoch {epoch} must be seconds since 1970 (e.g. 1795824000)"
         )
+    snapshot = data.get("debian_snapshot", "")
+    if snapshot and not _is_time(snapshot):
+        raise KitError(
+            f"{path}: debian_snapshot {snapshot!r} is not a UTC time like 20260712T000000Z "
+            "(the Debian archive's state the recipe's lock was made on)"
+        )
     return Recipe(
         name=name,
         version=_get(data, "version", str, path),
@@ -323,9 +333,18 @@ def _build(data: dict, path: Path) -> Recipe:
         stack=_get(data, "stack", str, path),
         epoch=epoch,
         compile=comp,
+        snapshot=snapshot,
         overrides=overrides,
         raw=data,
     )
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.strptime(text, SNAPSHOT_TIME)
+    except ValueError:
+        return False
+    return len(text) == 16
 
 
 def recipe_dir() -> Path:

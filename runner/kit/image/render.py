@@ -143,6 +143,27 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def with_mounts(text: str, every: tuple[str, ...], apt: tuple[str, ...] = ()) -> str:
+    """A rendered Dockerfile with build-time mounts added to its RUN steps: `every` on each,
+    `apt` on each that runs apt-get. BuildKit keeps neither a mount nor its flags in the
+    layers or the history, so the image is the one the plain Dockerfile makes from the
+    same inputs (a bundle's rebuild, a build from a Debian snapshot)."""
+    lines = text.splitlines(keepends=True)
+    out = []
+    for i, line in enumerate(lines):
+        if line.startswith("RUN "):
+            step = [line]
+            for more in lines[i + 1 :]:
+                if not step[-1].rstrip().endswith("\\"):
+                    break
+                step.append(more)
+            mounts = [*every, *(apt if "apt-get" in "".join(step) else ())]
+            if mounts:
+                line = f"RUN {' '.join(mounts)} {line[4:]}"
+        out.append(line)
+    return "".join(out)
+
+
 def dockerfile_name(variant: str) -> str:
     return "Dockerfile" if variant == "cpu" else f"Dockerfile.{variant}"
 

@@ -1,5 +1,6 @@
 """The exact docker build command line."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -204,3 +205,72 @@ def test_the_local_base_is_built_from_by_a_tag_of_its_content(kit_root, tmp_path
         "image inspect kit/debian:bookworm-3a1c1aae27d1",
         f"tag {base_id} kit/debian:bookworm-3a1c1aae27d1",
     ]
+
+
+SNAPSHOT = 'source_date_epoch = 1795824000\ndebian_snapshot = "20260712T000000Z"'
+
+
+def test_a_recipe_snapshot_builds_from_that_archive_through_a_secret_on_the_apt_steps(
+    kit_root, mini, docker_named, monkeypatch
+):
+    """The same Dockerfile, its apt-get steps reading the snapshot's sources.list (a build
+    secret: in no layer, history line or cache key), the other steps as they were."""
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace("source_date_epoch = 1795824000", SNAPSHOT)
+    )
+    monkeypatch.setenv("KIT_CACHE", str(kit_root / "cache"))
+    from kit.image import render
+
+    r = recipes.load("mini-openmpi")
+    render.write([r])
+    plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
+    monkeypatch.delenv("KIT_DEBIAN_SNAPSHOT", raising=False)
+    assert build.from_snapshot(r, plain) == plain  # no service set: the mirror
+    monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", "http://snapshot.example/archive/debian/")
+    argv = build.from_snapshot(r, plain)
+    folder = Path(argv[argv.index("-f") + 1]).parent
+    assert argv == [
+        *plain[:6],
+        str(folder / "mini-openmpi.Dockerfile"),
+        "--secret",
+        f"id=aptsources,src={folder}/sources.list",
+        *plain[7:],
+    ]
+    assert (folder / "sources.list").read_text() == (
+        "deb [check-valid-until=no] http://snapshot.example/archive/debian/20260712T000000Z/ "
+        "bookworm main\n"
+    )
+    text = (kit_root / "containers" / "mini-openmpi" / "Dockerfile").read_text()
+    mounted = (folder / "mini-openmpi.Dockerfile").read_text()
+    runs = [line for line in text.splitlines() if line.startswith("RUN ")]
+    apt = [line for line in runs if "apt-get" in line]
+    assert len(apt) == 2 and len(runs) > len(apt)
+    assert mounted == text.replace(
+        "RUN apt-get", f"RUN {build.SNAPSHOT_SOURCES} apt-get"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('debian_snapshot = "20261340T000000Z"', "debian_snapshot '20261340T000000Z' is not a UTC "
+         "time like 20260712T000000Z (the Debian archive's state the recipe's lock was made on)"),
+        ('debian_snapshot = "2026-07-12"', "debian_snapshot '2026-07-12' is not a UTC time"),
+    ],
+)  # fmt: skip
+def test_a_snapshot_that_is_no_time_is_one_line(kit_root, mini, text, said):
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace("source_date_epoch = 1795824000", f"source_date_epoch = 1795824000\n{text}")
+    )
+    with pytest.raises(KitError, match=re.escape(said)):
+        recipes.load("mini-openmpi")
+
+
+def test_a_snapshot_service_must_be_a_url(monkeypatch):
+    from kit.image import debian_base
+
+    monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", "http://a/ b [trusted=yes]")
+    with pytest.raises(KitError, match=r"KIT_DEBIAN_SNAPSHOT 'http://a/ b \[trusted=yes\]' is "
+                       r"not an http\(s\) or file URL; give the snapshot service"):  # fmt: skip
+        debian_base.snapshot_url("20260712T000000Z")
+    assert debian_base.snapshot_url("") is None

@@ -82,7 +82,7 @@ def test_pull_builds_with_the_kit_compression(kit_root, tmp_path, monkeypatch):
          "options; give a Debian suite, e.g. bookworm"),
         (["base", "--mirror=--keyring=/tmp/k"],
          "--mirror '--keyring=/tmp/k' starts with '-', which mmdebstrap would read as one of "
-         "its options; give the mirror's URL, e.g. http://deb.debian.org/debian"),
+         "its options; give the mirror's URL, as apt's sources name it (http://HOST/debian)"),
     ],
 )  # fmt: skip
 def test_a_value_passed_to_a_tool_as_an_operand_never_starts_with_a_dash(

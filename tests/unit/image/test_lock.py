@@ -86,8 +86,9 @@ def test_a_build_is_checked_against_the_recipes_lock(kit_root, monkeypatch):
         "kit/mini-openmpi:0.1.0-cpu is not what mini-openmpi.lock.json locks: 2 package(s) "
         "differ (gcc 12 (not in the lock); mpi4py 4.0.0 (lock: 3.1.4)); build "
         "kit/mini-openmpi:0.1.0-cpu from its bundle (kit build mini-openmpi --from-bundle "
-        "DIR), point KIT_DEBIAN_MIRROR or pip at what served the lock (a Debian snapshot), or "
-        "run 'kit lock IMAGE' to take what the mirror and the index serve now"
+        "DIR), point KIT_DEBIAN_MIRROR at a mirror or snapshot that has them, point pip at "
+        "what served the lock, or run 'kit lock IMAGE' to take what the mirror and the index "
+        "serve now"
     )
     lock.write(r, "cpu", {**LOCK, "version": "0.0.9"})  # another version's lock: none of its
     assert lock.applying(r, "cpu") is None
@@ -116,3 +117,29 @@ def test_a_build_whose_locked_packages_left_the_mirror_is_refused_before_it_star
         r"on the mirror \(libc6=2.36-9\+deb12u14, python3=3.11.2-1\+b1\); build",
     ):
         build.make(r.for_variant("cpu"), "cpu", build.Options(), r.tag("cpu"))
+
+
+def test_a_recipe_snapshot_is_where_the_lock_is_looked_up_and_the_way_out_names_it(
+    kit_root, mini, monkeypatch
+):
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace(
+            "source_date_epoch = 1795824000",
+            'source_date_epoch = 1795824000\ndebian_snapshot = "20260712T000000Z"',
+        )
+    )
+    r = recipes.load("mini-openmpi")
+    asked = []
+    monkeypatch.setattr(lock, "debian_index", lambda mirror, suite: asked.append(mirror) or {})
+    monkeypatch.setenv("KIT_DEBIAN_MIRROR", "http://mirror.example/debian")
+    monkeypatch.delenv("KIT_DEBIAN_SNAPSHOT", raising=False)
+    assert lock.gone(r, LOCK) == ["libc6=2.36-9+deb12u14", "python3=3.11.2-1+b1"]
+    assert "set KIT_DEBIAN_SNAPSHOT to a Debian snapshot service's archive URL (the recipe " \
+        "names the archive as of 20260712T000000Z)" in lock.refusal(r, "cpu", "x")  # fmt: skip
+    monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", "http://snapshot.example/archive/debian")
+    lock.gone(r, LOCK)
+    assert asked == [
+        "http://mirror.example/debian",
+        "http://snapshot.example/archive/debian/20260712T000000Z/",
+    ]
+    assert "point KIT_DEBIAN_MIRROR at a mirror or snapshot" in lock.refusal(r, "cpu", "x")
