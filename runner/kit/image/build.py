@@ -204,12 +204,21 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
             engine.remove_quiet(raw)
             raise
         log.info(f"writing {tag} in reproducible form (epoch {recipe.epoch})")
-        made = reproducible.rewrite(raw, tag, recipe.epoch, as_labels(lists))
+        made = rewritten(raw, tag, recipe.epoch, as_labels(lists))
         reproducible.note_inputs(key, made)
-        engine.remove_quiet(raw)
     if before and before != made:  # the image the tag named, now named by none
         engine.remove_quiet(before)
     return lists
+
+
+def rewritten(raw: str, tag: str, epoch: int, labels: dict[str, str]) -> str:
+    """The untagged build raw written in reproducible form as tag; its ID. The engine's own
+    output goes whether or not the write worked: one that failed (the disk full) had left
+    2.6 GB that no tag named."""
+    try:
+        return reproducible.rewrite(raw, tag, epoch, labels)
+    finally:
+        engine.remove_quiet(raw)
 
 
 def held_to_lock(

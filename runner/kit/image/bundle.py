@@ -27,7 +27,7 @@ from kit.core import inputs
 from kit.core.errors import Failed, KitError
 from kit.core.log import logger
 from kit.core.paths import repo_root, sha256_of, write_atomically
-from kit.image import build, debian_base, engine, lock, render, reproducible, wheels
+from kit.image import build, debian_base, engine, lock, render, wheels
 from kit.image.blocks import APT_LIST
 from kit.image.recipes import Recipe
 
@@ -278,8 +278,7 @@ def rebuild(name: str, variant: str, folder: Path) -> tuple[str, str, dict]:
     raw = build.untagged_build([*argv, str(ctx)], "docker build (from the bundle, network off)")
     labels = build.as_labels(build.contents(raw))
     same = held["tag"]
-    made = reproducible.rewrite(raw, scratch_tag, held["epoch"], labels)
-    engine.remove_quiet(raw)
+    made = build.rewritten(raw, scratch_tag, held["epoch"], labels)
     if made == held["digest"]:
         engine.run_quiet(["tag", made, same], "docker tag")
         engine.remove_quiet(scratch_tag)

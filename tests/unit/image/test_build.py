@@ -274,3 +274,16 @@ def test_a_snapshot_service_must_be_a_url(monkeypatch):
                        r"not an http\(s\) or file URL; give the snapshot service"):  # fmt: skip
         debian_base.snapshot_url("20260712T000000Z")
     assert debian_base.snapshot_url("") is None
+
+
+def test_the_engines_own_output_goes_even_when_the_write_fails(monkeypatch):
+    removed = []
+    monkeypatch.setattr(build.engine, "remove_quiet", removed.append)
+
+    def full(*args):
+        raise KitError("docker load of the reproducible image failed: no space left on device")
+
+    monkeypatch.setattr(build.reproducible, "rewrite", full)
+    with pytest.raises(KitError, match="no space left"):
+        build.rewritten("sha256:raw", "kit/x:1-cpu", 1795824000, {})
+    assert removed == ["sha256:raw"]
