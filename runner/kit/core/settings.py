@@ -49,7 +49,8 @@ SETTINGS = (
     Setting(
         ("KIT_DEBIAN_MIRROR",),
         "Debian mirror for `kit base`, `kit lock` (its index) and `ci/provision` "
-        "(default: the host's apt source)",
+        "(default: the host's apt source; a recipe's snapshot takes its place where "
+        "`KIT_DEBIAN_SNAPSHOT` is set)",
     ),
     Setting(
         ("KIT_DEBIAN_SNAPSHOT",),

@@ -250,9 +250,8 @@ def compile_wheels(r: Recipe) -> Shell:
     (`__FILE__` in Gloo's messages), and each build gave other bytes (horovod-* 1.4.0,
     seen by kit verify)."""
     assert r.compile is not None
-    names = ",".join(p.split("==")[0] for p in r.compile.packages)
     unbuilt = ["--no-cache-dir", "--no-build-isolation", "--no-deps"]
-    fetch = [*unbuilt, f"--no-binary={names}", f"--dest={SOURCES}", *r.compile.packages]
+    fetch = [*unbuilt, f"--no-binary={r.compile_names}", f"--dest={SOURCES}", *r.compile.packages]
     unpack = f'for a in {SOURCES}/*.tar.gz; do tar -xzf "$a" -C {SOURCES}; done'
     build = [f"--wheel-dir={WHEELS}", *unbuilt, f"{SOURCES}/*/"]
     toolchain = "printf '%s\\n' " + " ".join(shlex.quote(x) for x in NO_DEBUG_INFO)

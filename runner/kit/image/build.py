@@ -95,8 +95,8 @@ def from_snapshot(recipe: Recipe, argv: list[str]) -> list[str]:
     """The build argv reading the Debian packages from the recipe's snapshot, where a
     snapshot service is set (KIT_DEBIAN_SNAPSHOT); argv as it was otherwise. The same
     Dockerfile runs, with the snapshot's sources.list mounted over the base's on the steps
-    that run apt-get: as a build secret, which no layer, history line or build-cache key
-    keeps, so the image is the one the mirror's same packages make."""
+    that run apt-get: as a build secret, whose content no layer, history line or build-cache
+    key keeps, so the image is the one the mirror's same packages make."""
     url = debian_base.snapshot_url(recipe.snapshot)
     if url is None:
         return argv
@@ -193,8 +193,9 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
             and (gone := lock.gone(recipe, held))
         ):
             raise Failed(lock.refusal(recipe, variant, (
-                f"{len(gone)} package(s) {lock.path(recipe).name} locks are no longer on the "
-                f"mirror ({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})"
+                f"{len(gone)} package(s) {lock.path(recipe).name} locks are no longer on "
+                f"{debian_base.archive(recipe.snapshot)} ({', '.join(gone[:3])}"
+                f"{', ...' if len(gone) > 3 else ''})"
             )))  # fmt: skip
         raw = untagged_build(argv, "docker build")
         lists = contents(raw)

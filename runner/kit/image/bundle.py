@@ -87,9 +87,7 @@ def _fetch(url: str, target: Path, sha256: str) -> None:
         with urllib.request.urlopen(url, timeout=300) as r, target.open("wb") as out:
             shutil.copyfileobj(r, out, 1 << 20)
     except (urllib.error.URLError, OSError) as e:
-        raise Failed(
-            f"cannot fetch {url} ({e}); set KIT_DEBIAN_MIRROR to a mirror that has it"
-        ) from None
+        raise Failed(f"cannot fetch {url} ({e}); {lock.ARCHIVE_FIX}") from None
     if sha256_of(target) != sha256:
         raise Failed(f"{url} is not the file the lock names (SHA-256 differs); {lock.FIX}")
 

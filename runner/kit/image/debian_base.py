@@ -44,9 +44,9 @@ def snapshot_url(snapshot: str) -> str | None:
     KIT_DEBIAN_SNAPSHOT names; None without either (the mirror serves then)."""
     if not snapshot or not (service := settings.value("KIT_DEBIAN_SNAPSHOT")):
         return None
-    if not re.fullmatch(r"(https?|file)://[^\s\[\]]+", service):
+    if not re.fullmatch(r"https?://[^\s\[\]]+", service):  # apt reads it in the build too
         raise KitError(f"KIT_DEBIAN_SNAPSHOT '{schema.printable(service)}' is not an "
-                       f"http(s) or file URL; {SNAPSHOT_FIX}")  # fmt: skip
+                       f"http(s) URL; {SNAPSHOT_FIX}")  # fmt: skip
     return f"{service.rstrip('/')}/{snapshot}/"
 
 

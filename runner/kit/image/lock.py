@@ -59,6 +59,12 @@ def normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+ARCHIVE_FIX = (
+    "set KIT_DEBIAN_MIRROR to a mirror that serves it (KIT_DEBIAN_SNAPSHOT where the recipe "
+    "names a snapshot)"
+)
+
+
 def debian_stanzas(mirror: str, suite: str) -> dict[tuple[str, str], str]:
     """(package, version) -> its stanza in the mirror's index of the suite's main
     component (the only one kit's images use), as the index spells it."""
@@ -67,7 +73,7 @@ def debian_stanzas(mirror: str, suite: str) -> dict[tuple[str, str], str]:
         with urllib.request.urlopen(url, timeout=120) as r:  # the user's mirror setting
             text = lzma.decompress(r.read()).decode()
     except (urllib.error.URLError, OSError, lzma.LZMAError, UnicodeDecodeError) as e:
-        raise KitError(f"cannot read {url} ({e}); set KIT_DEBIAN_MIRROR to a mirror") from None
+        raise KitError(f"cannot read {url} ({e}); {ARCHIVE_FIX}") from None
     found = {}
     for stanza in text.split("\n\n"):
         fields = _fields(stanza)
@@ -243,12 +249,14 @@ def gone(r: Recipe, held: dict) -> list[str]:
 
 def elsewhere(r: Recipe) -> str:
     """Where else the locked .deb files are: the recipe's snapshot, or another mirror."""
-    if r.snapshot and debian_base.snapshot_url(r.snapshot) is None:
+    if not r.snapshot:
+        return "point KIT_DEBIAN_MIRROR at a mirror or snapshot that has them"
+    if (url := debian_base.snapshot_url(r.snapshot)) is None:
         return (
             f"set KIT_DEBIAN_SNAPSHOT to a Debian snapshot service's archive URL (the recipe "
             f"names the archive as of {r.snapshot})"
         )
-    return "point KIT_DEBIAN_MIRROR at a mirror or snapshot that has them"
+    return f"check the recipe's debian_snapshot ({r.snapshot}) and KIT_DEBIAN_SNAPSHOT ({url})"
 
 
 def refusal(r: Recipe, variant: str, what: str) -> str:

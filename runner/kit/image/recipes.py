@@ -188,14 +188,18 @@ class Recipe:
         is installed (no build isolation: Horovod builds against the installed frameworks)."""
         if self.compile is None:
             return []
-        names = ",".join(p.split("==")[0] for p in self.compile.packages)
         return [
             "--no-cache-dir",
             "--no-build-isolation",
             "--no-deps",
-            f"--no-binary={names}",
+            f"--no-binary={self.compile_names}",
             *self.compile.packages,
         ]
+
+    @property
+    def compile_names(self) -> str:
+        """The `compile` packages' names, as pip's --no-binary takes them."""
+        return ",".join(p.split("==")[0] for p in self.compile.packages) if self.compile else ""
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:
@@ -333,18 +337,22 @@ def _build(data: dict, path: Path) -> Recipe:
         stack=_get(data, "stack", str, path),
         epoch=epoch,
         compile=comp,
-        snapshot=snapshot,
+        # Debian's archive as of then: for builds from kit's Debian base only (a variant
+        # FROM a registry image, e.g. Ubuntu's, keeps its own sources)
+        snapshot=snapshot if data.get("base", base_tag(distro)) == base_tag(distro) else "",
         overrides=overrides,
         raw=data,
     )
 
 
 def _is_time(text: str) -> bool:
+    if not re.fullmatch(r"\d{8}T\d{6}Z", text):  # strptime's %d takes a space too
+        return False
     try:
         datetime.strptime(text, SNAPSHOT_TIME)
     except ValueError:
         return False
-    return len(text) == 16
+    return True
 
 
 def recipe_dir() -> Path:

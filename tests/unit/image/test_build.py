@@ -256,6 +256,7 @@ def test_a_recipe_snapshot_builds_from_that_archive_through_a_secret_on_the_apt_
         ('debian_snapshot = "20261340T000000Z"', "debian_snapshot '20261340T000000Z' is not a UTC "
          "time like 20260712T000000Z (the Debian archive's state the recipe's lock was made on)"),
         ('debian_snapshot = "2026-07-12"', "debian_snapshot '2026-07-12' is not a UTC time"),
+        ('debian_snapshot = "202607 1T000000Z"', "debian_snapshot '202607 1T000000Z' is not"),
     ],
 )  # fmt: skip
 def test_a_snapshot_that_is_no_time_is_one_line(kit_root, mini, text, said):
@@ -269,10 +270,11 @@ def test_a_snapshot_that_is_no_time_is_one_line(kit_root, mini, text, said):
 def test_a_snapshot_service_must_be_a_url(monkeypatch):
     from kit.image import debian_base
 
-    monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", "http://a/ b [trusted=yes]")
-    with pytest.raises(KitError, match=r"KIT_DEBIAN_SNAPSHOT 'http://a/ b \[trusted=yes\]' is "
-                       r"not an http\(s\) or file URL; give the snapshot service"):  # fmt: skip
-        debian_base.snapshot_url("20260712T000000Z")
+    for bad in ("http://a/ b [trusted=yes]", "file:///srv/snapshots"):  # file: is not in a build
+        monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", bad)
+        with pytest.raises(KitError, match=re.escape(f"KIT_DEBIAN_SNAPSHOT '{bad}' is not an "
+                           "http(s) URL; give the snapshot service")):  # fmt: skip
+            debian_base.snapshot_url("20260712T000000Z")
     assert debian_base.snapshot_url("") is None
 
 
@@ -287,3 +289,10 @@ def test_the_engines_own_output_goes_even_when_the_write_fails(monkeypatch):
     with pytest.raises(KitError, match="no space left"):
         build.rewritten("sha256:raw", "kit/x:1-cpu", 1795824000, {})
     assert removed == ["sha256:raw"]
+
+
+def test_a_variant_built_from_a_registry_image_takes_no_debian_snapshot():
+    """horovod's CUDA variant builds FROM NVIDIA's Ubuntu image: Debian's archive is not
+    its source, whatever the recipe names for its Debian variants."""
+    r = recipes.load("horovod-mpich")
+    assert r.snapshot == "20260712T000000Z" and r.for_variant("cuda").snapshot == ""

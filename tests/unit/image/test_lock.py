@@ -114,7 +114,7 @@ def test_a_build_whose_locked_packages_left_the_mirror_is_refused_before_it_star
     with pytest.raises(
         Failed,
         match=r"2 package\(s\) mini-openmpi.lock.json locks are no longer "
-        r"on the mirror \(libc6=2.36-9\+deb12u14, python3=3.11.2-1\+b1\); build",
+        r"on http://mirror.example/debian \(libc6=2.36-9\+deb12u14, python3=3.11.2-1\+b1\); build",
     ):
         build.make(r.for_variant("cpu"), "cpu", build.Options(), r.tag("cpu"))
 
@@ -142,4 +142,6 @@ def test_a_recipe_snapshot_is_where_the_lock_is_looked_up_and_the_way_out_names_
         "http://mirror.example/debian",
         "http://snapshot.example/archive/debian/20260712T000000Z/",
     ]
-    assert "point KIT_DEBIAN_MIRROR at a mirror or snapshot" in lock.refusal(r, "cpu", "x")
+    said = lock.refusal(r, "cpu", "x")
+    assert "check the recipe's debian_snapshot (20260712T000000Z) and KIT_DEBIAN_SNAPSHOT " \
+        "(http://snapshot.example/archive/debian/20260712T000000Z/)" in said  # fmt: skip
