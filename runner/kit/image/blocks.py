@@ -135,7 +135,7 @@ def apt_install(r: Recipe, pins: tuple[str, ...]) -> Shell:
     of every image) or what holds the time of the build (VOLATILE); under Python before
     3.11, with the .pyc files its package scripts wrote compiled again (RECOMPILE)."""
     seed = hash_seed(r)
-    again = (" ".join(f"{k}={v}" for k, v in seed) + " " + RECOMPILE,) if seed else ()
+    again = (f"{_assigned(seed)} {RECOMPILE}",) if seed else ()
     return Shell(
         (
             "apt-get -o APT::Sandbox::User=root update",
@@ -193,13 +193,17 @@ def hash_seed(r: Recipe) -> tuple[tuple[str, str], ...]:
     return (("PYTHONHASHSEED", "0"),) if minor and int(minor.group(1)) < 11 else ()
 
 
+def _assigned(settings: tuple[tuple[str, str], ...]) -> str:
+    """Environment settings as a command's leading `NAME=value` words, quoted for the shell."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in settings)
+
+
 def _pip(r: Recipe, verb: str, args: list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     options = [a for a in args if a.startswith("--")]
     packages = [a for a in args if not a.startswith("--")]
     settings = (("MPICC", r.mpi.spec.mpicc), *NO_DEBUG_ENV, *hash_seed(r), *env)
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings)
     return (
-        f"{prefix} {VENV}/bin/pip {verb} {' '.join(options)}"
+        f"{_assigned(settings)} {VENV}/bin/pip {verb} {' '.join(options)}"
         ' ${KIT_PIP_INDEX_URL:+--index-url="$KIT_PIP_INDEX_URL"} \\\n'
         + " \\\n".join(f"        {p}" for p in packages)
     )

@@ -305,6 +305,7 @@ def _build(data: dict, path: Path) -> Recipe:
         if v not in variants:
             raise KitError(f"{path}: [variant.{v}] is not in variants {list(variants)}")
     distro = _get(data, "distro", str, path)
+    base = data.get("base", base_tag(distro))
     epoch = _get(data, "source_date_epoch", int, path)
     if not 0 < epoch < 2**32:
         raise KitError(
@@ -321,7 +322,7 @@ def _build(data: dict, path: Path) -> Recipe:
         version=_get(data, "version", str, path),
         description=_get(data, "description", str, path),
         distro=distro,
-        base=data.get("base", base_tag(distro)),
+        base=base,
         env=tuple((str(k), str(v)) for k, v in data.get("env", {}).items()),
         mpi=Mpi(flavour, _get(mpi, "version", str, path)),
         apt=_pins(_get(apt, "packages", list, path), APT_PIN, "apt", path),
@@ -339,7 +340,7 @@ def _build(data: dict, path: Path) -> Recipe:
         compile=comp,
         # Debian's archive as of then: for builds from kit's Debian base only (a variant
         # FROM a registry image, e.g. Ubuntu's, keeps its own sources)
-        snapshot=snapshot if data.get("base", base_tag(distro)) == base_tag(distro) else "",
+        snapshot=snapshot if base == base_tag(distro) else "",
         overrides=overrides,
         raw=data,
     )
