@@ -184,6 +184,37 @@ def test_a_bundle_rebuilds_the_image_with_the_network_off(twice, tmp_path):
     assert p.returncode == 2 and "kitschema.py is not the file the bundle holds" in p.stderr
 
 
+def test_a_locked_build_installs_only_the_locked_files_each_checked_by_pip(twice):
+    """Held to its lock, a build's pip reads the locked files alone, from a local index
+    whose pages carry each file's SHA-256: the same image; and a file other than the
+    locked one (the store's copy changed) stops the build in pip's own hash check, before
+    the tag moves."""
+    env = twice["env"]
+    kit("lock", "tiny-mpich", env=env)
+    tag = "kit/tiny-mpich:0.1.0-cpu"
+    built = docker("image", "inspect", "--format", "{{.Id}}", tag).strip()
+    p = kit("build", "tiny-mpich", "--no-cache", env=env)
+    assert "pip installs the 1 locked file(s) it takes from an index" in p.stderr, p.stderr
+    dockerfile = Path(env["KIT_CACHE"]) / "locked" / "tiny-mpich-cpu" / "Dockerfile"
+    assert "RUN --mount=type=bind,source=.kit-index/tiny-mpich-cpu,target=/srv " in (
+        dockerfile.read_text()
+    )
+    assert docker("image", "inspect", "--format", "{{.Id}}", tag).strip() == built
+    root = Path(env["KIT_ROOT"])
+    held = json.loads((root / "recipes" / "tiny-mpich.lock.json").read_text())["cpu"]
+    (entry,) = [e for e in held["pip"] if e["from"] == "index"]
+    stored = Path(env["KIT_CACHE"]) / "pip-files" / entry["sha256"] / entry["file"]
+    good = stored.read_bytes()
+    stored.write_bytes(good + b"\0")
+    try:
+        p = kit("build", "tiny-mpich", "--no-cache", check=False, env=env)
+    finally:
+        stored.write_bytes(good)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in p.stdout + p.stderr, p.stderr[-3000:]
+    assert docker("image", "inspect", "--format", "{{.Id}}", tag).strip() == built
+
+
 class Snapshots(http.server.ThreadingHTTPServer):
     """A stand-in for a Debian snapshot service (none is reachable here): /TIME/PATH is the
     mirror's PATH, and every path asked for is kept."""

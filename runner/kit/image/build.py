@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import tempfile
@@ -114,6 +115,42 @@ def from_snapshot(recipe: Recipe, argv: list[str]) -> list[str]:
     return [*argv[:i], str(mounted), *secret, *argv[i + 1 :]]
 
 
+INDEX = ".kit-index"  # under the repository root (the build context): each lock's pip files
+INDEX_URL = "file:///srv/simple"  # where the steps reading pip's index see it mounted
+INDEX_ARG = "KIT_PIP_INDEX_URL="
+
+
+def from_lock(recipe: Recipe, variant: str, held: dict | None, argv: list[str]) -> list[str]:
+    """The build argv with pip held to the recipe version's lock `held` (argv as it was
+    without one: a recipe version not locked yet, and `kit lock`'s build). pip then reads
+    a local index of the locked files (kit.image.lock.pip_index), mounted on the steps
+    that read pip's index: it can install nothing else, and checks each file's SHA-256
+    against the lock's. The same Dockerfile runs, so the image is the one the index's same
+    files make; the host wheels are checked against the lock before the build."""
+    if held is None:
+        return argv
+    lock.check_host_wheels(recipe, variant, held)
+    name = f"{recipe.name}-{variant}"
+    folder = repo_root() / INDEX / name
+    shutil.rmtree(folder, ignore_errors=True)
+    count = lock.pip_index(recipe, held, folder / "simple")
+    log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from an index "
+             f"from {folder}, each checked against {lock.path(recipe).name}")  # fmt: skip
+    i = argv.index("-f") + 1
+    plain = Path(argv[i])
+    mounted = cache_dir() / "locked" / name / plain.name
+    mounted.parent.mkdir(parents=True, exist_ok=True)
+    mount = f"--mount=type=bind,source={INDEX}/{name},target=/srv"
+    write_atomically(mounted, render.with_mounts(plain.read_text(), (), index=(mount,)))
+    rest: list[str] = []
+    for word in argv[i + 1 :]:  # pip's index setting, if given, yields to the lock's
+        if word.startswith(INDEX_ARG) and rest[-1:] == ["--build-arg"]:
+            rest.pop()
+        else:
+            rest.append(word)
+    return [*argv[:i], str(mounted), "--build-arg", f"{INDEX_ARG}{INDEX_URL}", *rest]
+
+
 def ensure_base(recipe: Recipe, variant: str) -> str:
     """The image to build FROM: the local Debian base (made by `kit base`), or a registry
     image (a CUDA variant's) that the engine pulls, or says why it cannot. The local base
@@ -178,7 +215,8 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
     base = ensure_base(recipe, variant)
     wheels.fetch(recipe)
     argv = from_snapshot(recipe, build_argv(recipe, variant, ca_bundle(opts.ca_cert), opts, base))
-    key = inputs_key(argv)
+    held = lock.applying(recipe, variant) if opts.held else None
+    key = inputs_key(argv, held)
     before = (engine.found(tag) or {}).get("Id")
     if not opts.no_cache and (made := reproducible.made_from(key)):
         log.info(f"{tag}: these inputs made {made[7:19]}, which is here; not built again")
@@ -187,17 +225,13 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
         held_to_lock(recipe, variant, opts, lists, made)
         engine.run_quiet(["tag", made, tag], "docker tag")
     else:
-        if (
-            opts.held
-            and (held := lock.applying(recipe, variant))
-            and (gone := lock.gone(recipe, held))
-        ):
+        if held and (gone := lock.gone(recipe, held)):
             raise Failed(lock.refusal(recipe, variant, (
                 f"{len(gone)} package(s) {lock.path(recipe).name} locks are no longer on "
                 f"{debian_base.archive(recipe.snapshot)} ({', '.join(gone[:3])}"
                 f"{', ...' if len(gone) > 3 else ''})"
             )))  # fmt: skip
-        raw = untagged_build(argv, "docker build")
+        raw = untagged_build(from_lock(recipe, variant, held, argv), "docker build")
         lists = contents(raw)
         try:
             held_to_lock(recipe, variant, opts, lists, raw)
@@ -234,12 +268,15 @@ def held_to_lock(
         log.info(said)
 
 
-def inputs_key(argv: list[str]) -> str:
+def inputs_key(argv: list[str], held: dict | None = None) -> str:
     """What a build's image depends on: its arguments (not the engine's path, the tag or
     the CA secret, which no layer keeps), the rendered Dockerfile, what the build context
-    sends (.dockerignore: benchmarks/ and the host's wheels), and the reproducible
-    writer's form. The mirrors' state is not in it, as it is not in BuildKit's cache key."""
+    sends (.dockerignore: benchmarks/ and the host's wheels), the lock it is held to
+    (from_lock: its files by SHA-256), and the reproducible writer's form. The mirrors'
+    state is not in it, as it is not in BuildKit's cache key."""
     h = hashlib.sha256(f"form {reproducible.FORM}\n".encode())
+    if held is not None:
+        h.update(f"lock {json.dumps(held, sort_keys=True)}\n".encode())
     skip = {"-t", "--secret", "--iidfile", "-f"}  # -f: the file's content and name below
     words = argv[1:-1]
     for i, word in enumerate(words):

@@ -67,12 +67,6 @@ def offline_dockerfile(text: str) -> str:
     return render.with_mounts(text, (MOUNT_SRV,), (MOUNT_APT,))
 
 
-def simple_page(entry: dict) -> str:
-    """A project's page of the PEP 503 index: its one file, with the SHA-256 pip checks."""
-    name = entry["file"]
-    return f'<html><body><a href="{name}#sha256={entry["sha256"]}">{name}</a></body></html>\n'
-
-
 def _tree(folder: Path) -> dict[str, str]:
     """Every file under folder by its relative path, with its SHA-256."""
     return {
@@ -118,20 +112,6 @@ def _debs(r: Recipe, held: dict, srv: Path) -> None:
     (debs / "Packages").write_text("\n\n".join(kept) + "\n")
 
 
-def _pip(r: Recipe, held: dict, srv: Path) -> None:
-    """Each locked pip file the index served, checked against the lock, in a PEP 503 index."""
-    for e in held["pip"]:
-        if e["from"] not in ("index", "sdist"):
-            continue  # ensurepip: Debian's wheel (a locked .deb); host: in .kit-wheels
-        page = srv / "simple" / lock.normal(e["name"])
-        got = lock.download(r, e["from"], f"{e['name']}=={e['version']}", page)
-        if got != {"file": e["file"], "sha256": e["sha256"]}:
-            raise Failed(
-                f"pip fetched {got['file']} for {e['name']}, not the locked file; {lock.FIX}"
-            )
-        (page / "index.html").write_text(simple_page(e))
-
-
 def _commit() -> str:
     p = subprocess.run(
         ["git", "-C", str(repo_root()), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -155,6 +135,7 @@ def make(r: Recipe, variant: str, out: Path) -> dict:
         raise KitError(f"{tag} is not built; run 'kit build {r.name}' first")
     apt = build.read_file(tag, APT_LIST)
     lock.check(r, variant, apt, tag)  # the image holds exactly its lock, or no bundle
+    lock.check_host_wheels(r, variant, held)
     base = build.ensure_base(r, variant)
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -175,7 +156,7 @@ def make(r: Recipe, variant: str, out: Path) -> dict:
     shutil.copy2(lock.path(r), ctx / "recipes" / lock.path(r).name)
     srv = ctx / OFFLINE / "srv"
     _debs(r, held, srv)
-    _pip(r, held, srv)
+    lock.pip_index(r, held, srv / "simple")
     (ctx / OFFLINE / "sources.list").write_text(SOURCES)
     log.info(f"saving the base image {base}")
     with (out / BASE).open("wb") as f:

@@ -16,17 +16,23 @@ what the mirror serves in their place.
 
 import json
 import lzma
+import os
 import re
+import shutil
 import subprocess
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kit.core import inputs
 from kit.core.errors import Failed, KitError
-from kit.core.paths import scratch, sha256_of, write_atomically
+from kit.core.log import logger
+from kit.core.paths import cache_dir, scratch, sha256_of, write_atomically
 from kit.image import debian_base, engine, wheels
 from kit.image.recipes import Recipe
+
+log = logger(__name__)
 
 SUFFIX = ".lock.json"
 FORMAT = "kit.lock/1"
@@ -129,6 +135,73 @@ def download(r: Recipe, kind: str, pin: str, dest: Path) -> dict:
             "has it (pip.conf, PIP_INDEX_URL or PIP_EXTRA_INDEX_URL)"
         )
     return {"file": files[0].name, "sha256": sha256_of(files[0])}
+
+
+STORE = "pip-files"  # under KIT_CACHE: each locked pip file, in a folder named by its SHA-256
+SERVED = ("index", "sdist")  # what pip took from an index; ensurepip's wheels are .debs
+
+
+def simple_page(entry: dict) -> str:
+    """A project's page of a PEP 503 index: its one file, with the SHA-256 pip checks."""
+    name = entry["file"]
+    return f'<html><body><a href="{name}#sha256={entry["sha256"]}">{name}</a></body></html>\n'
+
+
+def stored(r: Recipe, entry: dict) -> Path:
+    """The locked pip file in kit's store (KIT_CACHE/pip-files/SHA-256/FILE), fetched by
+    the host's pip and checked against the lock when absent; pip checks it again where it
+    installs it (the index page carries the lock's SHA-256)."""
+    kept = cache_dir() / STORE / entry["sha256"] / entry["file"]
+    if kept.is_file():
+        return kept
+    with scratch("pip-file-") as folder:
+        got = download(r, entry["from"], f"{entry['name']}=={entry['version']}", folder / "d")
+        if got != {"file": entry["file"], "sha256": entry["sha256"]}:
+            raise Failed(
+                f"pip fetched {got['file']} for {entry['name']} {entry['version']}, not the "
+                f"locked file ({entry['file']}, SHA-256 {entry['sha256'][:12]}); {FIX}"
+            )
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(folder / "d" / got["file"], kept)  # the same disk: scratch is in the cache
+    return kept
+
+
+def pip_index(r: Recipe, held: dict, simple: Path) -> int:
+    """The lock's pip files that pip takes from an index, as a PEP 503 index in the new
+    folder `simple` (each project's page names its one locked file and that file's
+    SHA-256, which pip checks before it installs it: the check --require-hashes makes);
+    how many files. Files are linked from the store, copied where it is on another disk."""
+    served = [e for e in held["pip"] if e["from"] in SERVED]
+    missing = [e for e in served if not (cache_dir() / STORE / e["sha256"] / e["file"]).is_file()]
+    if missing:
+        log.info(f"fetching {len(missing)} locked pip file(s) into {cache_dir() / STORE}")
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda e: stored(r, e), missing))
+    for e in served:
+        page = simple / normal(e["name"])
+        page.mkdir(parents=True)
+        try:
+            os.link(stored(r, e), page / e["file"])
+        except OSError:
+            shutil.copy2(stored(r, e), page / e["file"])
+        (page / "index.html").write_text(simple_page(e))
+    return len(served)
+
+
+def check_host_wheels(r: Recipe, variant: str, held: dict) -> None:
+    """Refuse host wheels (`[pip] host`, in .kit-wheels) that are not the files the lock
+    names, before anything is built or bundled from them."""
+    locked = {normal(e["name"]): e for e in held["pip"] if e["from"] == "host"}
+    diff = []
+    for pin, f in zip(r.pip_host, wheels.fetch(r), strict=True):
+        e = locked.get(normal(pin.split("==")[0]))
+        if e is not None and (f.name, sha256_of(f)) != (e["file"], e["sha256"]):
+            diff.append(f"{f.name} (lock: {e['file']}, SHA-256 {e['sha256'][:12]})")
+    if diff:
+        raise Failed(refusal(r, variant, (
+            f"{len(diff)} host wheel(s) in {wheels.folder()} are not the locked files "
+            f"({'; '.join(diff[:3])})"
+        )))  # fmt: skip
 
 
 def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:

@@ -143,11 +143,14 @@ def _sections(stage: blocks.Stage, preamble: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def with_mounts(text: str, every: tuple[str, ...], apt: tuple[str, ...] = ()) -> str:
+def with_mounts(
+    text: str, every: tuple[str, ...], apt: tuple[str, ...] = (), index: tuple[str, ...] = ()
+) -> str:
     """A rendered Dockerfile with build-time mounts added to its RUN steps: `every` on each,
-    `apt` on each that runs apt-get. BuildKit keeps neither a mount nor its flags in the
-    layers or the history, so the image is the one the plain Dockerfile makes from the
-    same inputs (a bundle's rebuild, a build from a Debian snapshot)."""
+    `apt` on each that runs apt-get, `index` on each that reads pip's index setting
+    (KIT_PIP_INDEX_URL). BuildKit keeps neither a mount nor its flags in the layers or the
+    history, so the image is the one the plain Dockerfile makes from the same inputs (a
+    bundle's rebuild, a build from a Debian snapshot or held to its lock)."""
     lines = text.splitlines(keepends=True)
     out = []
     for i, line in enumerate(lines):
@@ -157,7 +160,12 @@ def with_mounts(text: str, every: tuple[str, ...], apt: tuple[str, ...] = ()) ->
                 if not step[-1].rstrip().endswith("\\"):
                     break
                 step.append(more)
-            mounts = [*every, *(apt if "apt-get" in "".join(step) else ())]
+            body = "".join(step)
+            mounts = [
+                *every,
+                *(apt if "apt-get" in body else ()),
+                *(index if "KIT_PIP_INDEX_URL" in body else ()),
+            ]
             if mounts:
                 line = f"RUN {' '.join(mounts)} {line[4:]}"
         out.append(line)

@@ -1,5 +1,7 @@
 """The exact docker build command line."""
 
+import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -170,7 +172,10 @@ def test_the_inputs_key_changes_with_what_the_image_is_made_of_and_nothing_else(
         change()
         keys.add(build.inputs_key(argv))
     keys.add(build.inputs_key([*argv[:-2], "BASE_IMAGE=b:2", argv[-1]]))
-    assert len(keys) == len(changes) + 2
+    held = {"version": "1", "apt": [], "pip": [{"name": "p", "file": "p.whl", "sha256": "aa"}]}
+    keys.add(build.inputs_key(argv, held))  # held to a lock
+    keys.add(build.inputs_key(argv, {**held, "pip": [{**held["pip"][0], "sha256": "bb"}]}))
+    assert len(keys) == len(changes) + 4
 
 
 def test_the_build_is_untagged_until_written_in_reproducible_form():
@@ -296,3 +301,104 @@ def test_a_variant_built_from_a_registry_image_takes_no_debian_snapshot():
     its source, whatever the recipe names for its Debian variants."""
     r = recipes.load("horovod-mpich")
     assert r.snapshot == "20260712T000000Z" and r.for_variant("cuda").snapshot == ""
+
+
+def _locked(kit_root: Path, cache: Path) -> dict:
+    """A lock of the mini recipe's venv: one wheel and one sdist from the index (kept in
+    kit's store), one of ensurepip's, as `kit lock` writes them."""
+    pip = [
+        {"name": "mpi4py", "version": "3.1.4", "from": "sdist", "file": "mpi4py-3.1.4.tar.gz"},
+        {"name": "pip", "version": "23.0.1", "from": "ensurepip",
+         "file": "/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl"},
+        {"name": "setuptools", "version": "70.3.0", "from": "index",
+         "file": "setuptools-70.3.0-py3-none-any.whl"},
+    ]  # fmt: skip
+    for e in pip:
+        if e["from"] != "ensurepip":
+            body = f"{e['file']} bytes\n".encode()
+            e["sha256"] = hashlib.sha256(body).hexdigest()
+            (cache / "pip-files" / e["sha256"]).mkdir(parents=True)
+            (cache / "pip-files" / e["sha256"] / e["file"]).write_bytes(body)
+    held = {"version": "0.1.0", "apt": [], "pip": pip}
+    (kit_root / "recipes" / "mini-openmpi.lock.json").write_text(json.dumps({"cpu": held}))
+    return held
+
+
+def test_a_locked_build_reads_pip_from_the_locks_files_mounted_on_the_index_steps(
+    kit_root, docker_named, monkeypatch
+):
+    """The same Dockerfile, its steps that read pip's index reading the lock's files from
+    a local index (each page: one file, with the lock's SHA-256, which pip checks), and
+    pip's index setting yields to it; with no lock, argv as it was."""
+    cache = kit_root / "cache"
+    monkeypatch.setenv("KIT_CACHE", str(cache))
+    monkeypatch.setenv("PIP_INDEX_URL", "https://pypi.mirror.example/simple")
+    from kit.image import render
+
+    r = recipes.load("mini-openmpi")
+    render.write([r])
+    plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
+    assert build.from_lock(r, "cpu", None, plain) == plain  # no lock: the recipe's pins
+    held = _locked(kit_root, cache)
+    argv = build.from_lock(r, "cpu", held, plain)
+    mounted = cache / "locked" / "mini-openmpi-cpu" / "Dockerfile"
+    assert argv == [
+        *plain[:6],
+        str(mounted),
+        "--build-arg",
+        "KIT_PIP_INDEX_URL=file:///srv/simple",
+        "--build-arg",
+        "BASE_IMAGE=kit/debian:bookworm-aa",
+        "--build-arg",
+        "BUILDKIT_INLINE_CACHE=1",
+        str(kit_root),
+    ]
+    text = (kit_root / "containers" / "mini-openmpi" / "Dockerfile").read_text()
+    mount = "--mount=type=bind,source=.kit-index/mini-openmpi-cpu,target=/srv"
+    pip_step = "RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert if "
+    assert text.count(pip_step) == 1 and text.count("\nRUN ") == 5  # the venv's step only
+    assert mounted.read_text() == text.replace(pip_step, f"RUN {mount} {pip_step[4:]}")
+    simple = kit_root / ".kit-index" / "mini-openmpi-cpu" / "simple"
+    assert sorted(p.relative_to(simple).as_posix() for p in simple.rglob("*") if p.is_file()) == [
+        "mpi4py/index.html",
+        "mpi4py/mpi4py-3.1.4.tar.gz",
+        "setuptools/index.html",
+        "setuptools/setuptools-70.3.0-py3-none-any.whl",
+    ]
+    wheel = held["pip"][2]
+    assert (simple / "setuptools" / "index.html").read_text() == (
+        f'<html><body><a href="{wheel["file"]}#sha256={wheel["sha256"]}">{wheel["file"]}'
+        "</a></body></html>\n"
+    )
+    stored = cache / "pip-files" / wheel["sha256"] / wheel["file"]
+    assert (simple / "setuptools" / wheel["file"]).stat().st_ino == stored.stat().st_ino
+
+
+def test_a_locked_build_with_a_host_wheel_other_than_the_locks_is_refused(
+    kit_root, mini, docker_named, monkeypatch
+):
+    """A recipe's host wheel (in .kit-wheels) that is not the locked file stops the build
+    before it starts, naming the file, instead of building another image."""
+    monkeypatch.setenv("KIT_CACHE", str(kit_root / "cache"))
+    (kit_root / "recipes" / "mini-openmpi.toml").write_text(
+        mini.replace("[pip]\n", '[pip]\nhost = ["torch==2.13.0+cpu"]\n')
+    )
+    from kit.image import render
+
+    r = recipes.load("mini-openmpi")
+    render.write([r])
+    held = _locked(kit_root, kit_root / "cache")
+    wheel = kit_root / ".kit-wheels" / "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"the host's wheel\n")
+    held["pip"].append({"name": "torch", "version": "2.13.0+cpu", "from": "host",
+                        "file": wheel.name, "sha256": "0" * 64})  # fmt: skip
+    (kit_root / "recipes" / "mini-openmpi.lock.json").write_text(json.dumps({"cpu": held}))
+    plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
+    with pytest.raises(KitError) as e:
+        build.from_lock(r, "cpu", held, plain)
+    assert str(e.value).startswith(
+        f"1 host wheel(s) in {kit_root}/.kit-wheels are not the locked files ({wheel.name} "
+        f"(lock: {wheel.name}, SHA-256 000000000000)); build kit/mini-openmpi:0.1.0-cpu from "
+        "its bundle"
+    )

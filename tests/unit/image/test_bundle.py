@@ -41,15 +41,6 @@ def test_the_offline_dockerfile_adds_only_mounts_which_no_history_line_keeps():
     assert bundle.offline_dockerfile(DOCKERFILE) == OFFLINE
 
 
-def test_a_project_page_names_its_one_file_with_the_hash_pip_checks():
-    entry = {"name": "packaging", "file": "packaging-26.3-py3-none-any.whl", "sha256": "ab" * 32}
-    assert bundle.simple_page(entry) == (
-        '<html><body><a href="packaging-26.3-py3-none-any.whl#sha256='
-        + "ab" * 32
-        + '">packaging-26.3-py3-none-any.whl</a></body></html>\n'
-    )
-
-
 @pytest.fixture
 def made(tmp_path) -> Path:
     """A bundle folder of two files and its manifest."""

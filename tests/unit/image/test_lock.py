@@ -145,3 +145,12 @@ def test_a_recipe_snapshot_is_where_the_lock_is_looked_up_and_the_way_out_names_
     said = lock.refusal(r, "cpu", "x")
     assert "check the recipe's debian_snapshot (20260712T000000Z) and KIT_DEBIAN_SNAPSHOT " \
         "(http://snapshot.example/archive/debian/20260712T000000Z/)" in said  # fmt: skip
+
+
+def test_a_project_page_names_its_one_file_with_the_hash_pip_checks():
+    entry = {"name": "packaging", "file": "packaging-26.3-py3-none-any.whl", "sha256": "ab" * 32}
+    assert lock.simple_page(entry) == (
+        '<html><body><a href="packaging-26.3-py3-none-any.whl#sha256='
+        + "ab" * 32
+        + '">packaging-26.3-py3-none-any.whl</a></body></html>\n'
+    )
