@@ -18,7 +18,7 @@ import pytest
 
 from kit.image import engine, sif
 
-from .conftest import REPO, docker, kit
+from .conftest import DEFINITION, REPO, apptainer, docker, kit
 
 pytestmark = pytest.mark.integration
 
@@ -274,6 +274,37 @@ def test_a_recipe_naming_a_snapshot_builds_from_it_to_the_same_image(twice, tmp_
     assert "/20260712T000000Z/dists/bookworm/InRelease" in service.asked, service.asked[:5]
     assert any(a.startswith("/20260712T000000Z/pool/main/") for a in service.asked)
     assert docker("image", "inspect", "--format", "{{.Id}}", tag).strip() == built
+
+
+def test_a_definitions_sif_built_twice_is_one_sif_once_normalized(definition, tmp_path):
+    """Built again by Apptainer from the same definition, base and Apptainer, minutes or
+    hours later and from a base SIF at another path, the SIF differs in the build's date,
+    the base's path and the dates of what %post wrote; kit normalize writes each as the
+    same bytes less the SIF header's ID and dates, and the SIF it writes runs."""
+    first = definition
+    assert isinstance(first, Path), first
+    base = tmp_path / "elsewhere" / "base.sif"
+    base.parent.mkdir()
+    shutil.copy2(first.parent / "base.sif", base)
+    second = tmp_path / "second.sif"
+    p = apptainer(
+        *("build", "--ignore-fakeroot-command"),
+        *("--mksquashfs-args", "-comp zstd -Xcompression-level 3"),
+        *("--bind", "/etc/ssl/certs/ca-certificates.crt:/run/secrets/cacert"),
+        *("--build-arg", f"BASE_SIF={base}", str(second), DEFINITION),
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert sif.digest(first) != sif.digest(second)  # more than the header's fields differ
+    made = []
+    for i, raw in enumerate((first, second)):
+        out = tmp_path / f"normal-{i}.sif"
+        made.append(json.loads(kit("normalize", str(raw), "--out", str(out), "--json").stdout))
+        assert made[-1]["digest"] == sif.digest(out) and made[-1]["epoch"] == 1795824000
+    assert made[0]["digest"] == made[1]["digest"]
+    probe = apptainer("exec", made[0]["out"], "python", "-c", "import torch, mpi4py")
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    labels = apptainer("inspect", "--labels", made[0]["out"]).stdout
+    assert "org.label-schema.build-date: Saturday_28_November_2026_0:00:00_UTC" in labels
 
 
 def verified(image: str) -> None:

@@ -33,6 +33,7 @@ LEAST = {
     "bundle": ["pytorch-mpich", "--out", "X"],
     "verify": ["pytorch-mpich"],
     "convert": ["pytorch-mpich", "--to", "singularity"],
+    "normalize": ["X.sif", "--out", "Y.sif"],
     "pull": ["pytorch-mpich", "--ref", "docker://x/y:z"],
     "import": ["Dockerfile", "--name", "x"],
     "run": ["pytorch-mpich", "--dry-run"],

@@ -12,7 +12,7 @@ from referencing import Registry, Resource
 
 from kit import cli, doctor
 from kit.core import jsonout
-from kit.image import bundle, convert, engine, verify
+from kit.image import bundle, convert, engine, normalize, sif, verify
 from tests.unit.image.test_cache import make
 from tests.unit.records import campaign_folder
 
@@ -88,6 +88,9 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
             "kit": {"version": "0.1.0", "commit": ""}, "made": "2026-11-28T00:00:00Z",
             "files": {"base.tar": "c" * 64}, "seconds": 1}  # fmt: skip
     monkeypatch.setattr(bundle, "make", lambda r, v, out: held)
+    (tmp_path / "built.sif").write_bytes(b"SIF")
+    monkeypatch.setattr(normalize, "rewrite", lambda source, out: 1795824000)
+    monkeypatch.setattr(sif, "digest", lambda path: "sha256:" + "d" * 64)
     here = doctor.Check("MPICH", True, "4.0", "apt-get install mpich")
     monkeypatch.setattr(doctor, "components", lambda: {"mpich": here})
     monkeypatch.setattr(doctor, "tools", lambda: {"tool:docker": here})
@@ -97,6 +100,7 @@ def outputs(tmp_path, monkeypatch, capsys, host_tools) -> dict[str, str]:
         "convert": ["convert", "pytorch-mpich", "--to", "singularity"],
         "verify": ["verify", "pytorch-mpich", "--against", "REF"],
         "bundle": ["bundle", "pytorch-mpich", "--out", str(tmp_path / "bundle")],
+        "normalize": ["normalize", str(tmp_path / "built.sif"), "--out", str(tmp_path / "o.sif")],
         "import": ["import", str(tmp_path / "Dockerfile"), "--name", "x"],
         "cache ls": ["cache", "ls"],
         "cache prune": ["cache", "prune", "--keep-last", "1", "--dry-run"],

@@ -110,7 +110,8 @@ def parser() -> Parser:
     for add in (
         *(images.add_list, images.add_render, images.add_base, images.add_build),
         *(images.add_lock, images.add_bundle, images.add_verify),
-        *(images.add_convert, images.add_pull, images.add_import, _run, results.add_report),
+        *(images.add_convert, images.add_normalize, images.add_pull, images.add_import),
+        *(_run, results.add_report),
         *(_presets, _doctor, images.add_cache, results.add_catalogued, _completion),
     ):
         add(sub)

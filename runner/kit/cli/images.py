@@ -169,6 +169,30 @@ def cmd_verify(a: argparse.Namespace) -> None:
         raise SystemExit(EXIT_FAILED)
 
 
+def cmd_normalize(a: argparse.Namespace) -> None:
+    import time
+
+    from kit.image import normalize, sif
+
+    source, out = Path(a.sif), Path(a.out)
+    if not source.is_file():
+        raise KitError(f"'{source}' is not a file; give the SIF apptainer build made")
+    if out.resolve() == source.resolve():
+        raise KitError(f"--out '{out}' is the SIF it reads; give another path")
+    if not out.parent.is_dir():
+        raise KitError(f"--out '{out}': folder '{out.parent}' does not exist; create it first")
+    t0 = time.monotonic()
+    epoch = normalize.rewrite(source, out)
+    made = {"source": str(source), "out": str(out), "epoch": epoch, "digest": sif.digest(out)}
+    if a.json:
+        sys.stdout.write(jsonout.dumps(made))
+    else:
+        print(
+            f"wrote {out} ({made['digest'][:19]} less the SIF header's ID and dates), every "
+            f"date at most {epoch}, in {time.monotonic() - t0:.0f} s"
+        )
+
+
 def cmd_convert(a: argparse.Namespace) -> None:
     from kit.image import convert, recipes
 
@@ -361,6 +385,23 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--all", action="store_true", help="list every path that differs")
     jsonout.add_option(s)
     s.set_defaults(func=cmd_verify)
+
+
+def add_normalize(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "normalize",
+        help="write a SIF apptainer built from a kit definition in reproducible form",
+        description="apptainer build from a definition stamps the SIF with the build's "
+        "time and the base SIF's path, and dates what %%post writes at that moment. This "
+        "writes the SIF again with every date clamped to the recipe's epoch (its "
+        "kit.source-date-epoch label), those labels and the definition's From: line as "
+        "rendered, packed as kit convert packs: one definition built twice with one "
+        "Apptainer gives the same bytes, less the SIF header's ID and dates.",
+    )
+    s.add_argument("sif", metavar="FILE.sif", help="the SIF apptainer build made")
+    s.add_argument("--out", required=True, metavar="OUT.sif", help="the SIF to write")
+    jsonout.add_option(s)
+    s.set_defaults(func=cmd_normalize)
 
 
 def add_convert(sub: argparse._SubParsersAction) -> None:

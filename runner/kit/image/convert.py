@@ -298,31 +298,40 @@ def _save(tag: str, art: Artifacts) -> None:
 
 
 def _sif(tag: str, art: Artifacts) -> None:
-    """A SIF around the squashfs already made (no second export or compression): one
+    wrap_sif(art.squashfs, art.sif)
+
+
+def wrap_sif(squashfs: Path, target: Path) -> None:
+    """A SIF around a squashfs already made (no second export or compression): one
     primary system partition, as `apptainer build` writes it."""
     apptainer = which("apptainer", APPTAINER_FIX)
-    with made_whole(art.sif) as tmp:
+    with made_whole(target) as tmp:
         capture([apptainer, "sif", "new", str(tmp)], "apptainer sif new")
         add = [apptainer, "sif", "add", "--datatype", "4", "--parttype", "2", "--partfs", "1"]
-        add += ["--partarch", "2", "--groupid", "1", str(tmp), str(art.squashfs)]
+        add += ["--partarch", "2", "--groupid", "1", str(tmp), str(squashfs)]
         capture(add, "apptainer sif add")
+
+
+def packer(epoch: int) -> list[str]:
+    """The squashfs writer of a tar stream on its stdin (the file to write follows): kit's
+    compression setting, every date `epoch`, on every core."""
+    tar2sqfs = which("tar2sqfs", "install squashfs-tools-ng (Debian package)")
+    name, level = parse_compression(compression())
+    comp = ["-c", name] + (["-X", f"level={level}"] if level is not None else [])
+    pack = [tar2sqfs, "--quiet", "--force", "--no-xattr", "--defaults", f"mtime={epoch}", *comp]
+    return [*pack, "-j", str(os.cpu_count() or 1)]
 
 
 def _squashfs(tag: str, art: Artifacts) -> None:
     """What Shifter's image gateway makes: the flattened root file system, all owned by
     root, plus the image's entrypoint, command, working directory and environment; with
     Apptainer's metadata folder added, so the same file is the SIF's partition."""
-    tar2sqfs = which("tar2sqfs", "install squashfs-tools-ng (Debian package)")
     config = (engine.inspect(tag) or {}).get("Config") or {}
-    spec = compression()
-    name, level = parse_compression(spec)
-    comp = ["-c", name] + (["-X", f"level={level}"] if level is not None else [])
     apptainer = shutil.which("apptainer")  # without it (a Shifter-only site): no SIF files
     with tempfile.TemporaryDirectory(dir=art.dir) as scratch:
         skeleton = rootfs.apptainer_skeleton(apptainer, Path(scratch)) if apptainer else None
     epoch = created(tag)
-    pack = [tar2sqfs, "--quiet", "--force", "--no-xattr", "--defaults", f"mtime={epoch}", *comp]
-    pack += ["-j", str(os.cpu_count() or 1)]
+    pack = packer(epoch)
     meta = {
         "image": tag,
         "digest": art.digest,
@@ -330,7 +339,7 @@ def _squashfs(tag: str, art: Artifacts) -> None:
         "cmd": config.get("Cmd"),
         "workdir": config.get("WorkingDir") or "/",
         "env": config.get("Env") or [],
-        "compression": spec,
+        "compression": compression(),
     }
     with made_whole(art.squashfs) as tmp:
         _flatten(tag, [*pack, str(tmp)], rootfs.apptainer_files(config, skeleton), epoch)
@@ -351,15 +360,23 @@ def created(tag: str) -> int:
 def _flatten(tag: str, pack: list[str], extra: rootfs.Extra, epoch: int) -> None:
     """`docker export` of a container of `tag`, flattened into the squashfs writer `pack`."""
     with engine.created(tag, "export") as container:
-        export = subprocess.Popen([engine.docker(), "export", container], stdout=subprocess.PIPE)
-        packer = subprocess.Popen(pack, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            rootfs.flatten(export.stdout, packer.stdin, extra, epoch)
-        except (OSError, tarfile.TarError) as e:
-            raise Failed(f"flattening {tag} failed: {e}") from None
-        finally:
-            packer.stdin.close()
-            export.stdout.close()
-        err = packer.stderr.read().decode(errors="replace")
-        if export.wait() != 0 or packer.wait() != 0:
-            raise Failed(f"flattening {tag} failed: {err.strip()[-300:]}")
+        flatten_into([engine.docker(), "export", container], pack, extra, epoch, tag)
+
+
+def flatten_into(
+    source: list[str], pack: list[str], extra: rootfs.Extra, epoch: int, what: str
+) -> None:
+    """The tar stream the command `source` writes, flattened (rootfs.flatten) into the
+    squashfs writer `pack`."""
+    export = subprocess.Popen(source, stdout=subprocess.PIPE)
+    packer = subprocess.Popen(pack, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        rootfs.flatten(export.stdout, packer.stdin, extra, epoch)
+    except (OSError, tarfile.TarError) as e:
+        raise Failed(f"flattening {what} failed: {e}") from None
+    finally:
+        packer.stdin.close()
+        export.stdout.close()
+    err = packer.stderr.read().decode(errors="replace")
+    if export.wait() != 0 or packer.wait() != 0:
+        raise Failed(f"flattening {what} failed: {err.strip()[-300:]}")

@@ -21,6 +21,8 @@ DESCRIPTORS_TOTAL, DATA_OFFSET = 88, 112  # int64 fields of the header (total, o
 DESCRIPTOR_SIZE = 585
 DESCRIPTOR = {"created": (41, 8), "modified": (49, 8)}  # within a used descriptor
 USED = 4  # its one-byte "used" flag
+PARTITION, PRIMARY = 0x4004, 2  # a descriptor's data type, and a partition's type (its extra)
+FILE_AT, EXTRA_AT = 17, 201  # within a descriptor: the data's offset and length; its extra
 UNFIXED = (*HEADER, *(f"each descriptor's {name}" for name in DESCRIPTOR))
 
 
@@ -60,3 +62,24 @@ def digest(path: Path) -> str:
     except OSError as e:
         raise KitError(f"cannot read '{path}' ({e.strerror}); check the path") from None
     return "sha256:" + sha.hexdigest()
+
+
+def primary_partition(path: Path) -> tuple[int, int]:
+    """The offset and length of the SIF's primary system partition (its file system)."""
+    try:
+        with path.open("rb") as f:
+            start = f.read(DATA_OFFSET + 8)
+            if len(start) < DATA_OFFSET + 8 or start[32:41] != MAGIC:
+                raise KitError(f"'{path}' is not a SIF file; give a SIF file")
+            total, first = struct.unpack_from("<qq", start, DESCRIPTORS_TOTAL)
+            f.seek(first)
+            table = f.read(total * DESCRIPTOR_SIZE)
+    except OSError as e:
+        raise KitError(f"cannot read '{path}' ({e.strerror}); check the path") from None
+    for base in range(0, len(table) - DESCRIPTOR_SIZE + 1, DESCRIPTOR_SIZE):
+        (kind,) = struct.unpack_from("<i", table, base)
+        (part,) = struct.unpack_from("<i", table, base + EXTRA_AT + 4)
+        if table[base + USED] and kind == PARTITION and part == PRIMARY:
+            offset, length = struct.unpack_from("<qq", table, base + FILE_AT)
+            return offset, length
+    raise KitError(f"'{path}' holds no file system partition; give a SIF of an image")
