@@ -133,6 +133,13 @@ def from_lock(recipe: Recipe, variant: str, held: dict | None, argv: list[str]) 
     name = f"{recipe.name}-{variant}"
     folder = repo_root() / INDEX / name
     shutil.rmtree(folder, ignore_errors=True)
+    try:
+        (folder / "simple").mkdir(parents=True)
+    except OSError as e:
+        raise KitError(
+            f"cannot write {folder} ({e.strerror}): a locked build serves pip the lock's "
+            f"files from the build context; build from a checkout you can write"
+        ) from None
     count = lock.pip_index(recipe, held, folder / "simple")
     log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from an index "
              f"from {folder}, each checked against {lock.path(recipe).name}")  # fmt: skip

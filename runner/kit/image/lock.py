@@ -118,12 +118,31 @@ def venv_dists(image: str) -> list[list[str]]:
     return dists
 
 
-def download(r: Recipe, kind: str, pin: str, dest: Path) -> dict:
+def platforms(versions: dict[str, str]) -> list[str]:
+    """pip's --platform options for the image whose Debian packages are `versions` (name ->
+    version): the manylinux tags its glibc (libc6's version) runs, newest first, then plain
+    linux, as pip in the image ranks them. Without them the host's pip takes the wheels of
+    the host's glibc: on a bookworm host, cryptography's manylinux_2_34 wheel, which the
+    pip of a bullseye image (glibc 2.31) passes over for its manylinux_2_28 one."""
+    match = re.match(r"(?:\d+:)?2\.(\d+)", versions.get("libc6", ""))
+    if match is None:
+        raise KitError("the image holds no Debian libc6: kit locks Debian-based images only")
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags = []
+    for minor in range(int(match.group(1)), 4, -1):
+        tags += [f"manylinux_2_{minor}", *([legacy[minor]] if minor in legacy else [])]
+    return [word for tag in [*tags, "linux"] for word in ("--platform", f"{tag}_x86_64")]
+
+
+def download(r: Recipe, kind: str, pin: str, dest: Path, platform: list[str]) -> dict:
     """The one file `pip download` fetches for pin into the empty folder dest, with its
-    SHA-256: the sdist (kind "sdist") or the wheel for the image's Python ("index")."""
+    SHA-256: the sdist (kind "sdist") or the wheel for the image's Python and `platform`
+    (platforms: "index")."""
     argv = [wheels.HOST_PYTHON, "-m", "pip", "download", "--quiet", "--no-deps"]
     argv += (
-        ["--no-binary=:all:"] if kind == "sdist" else ["--only-binary=:all:", *wheels.for_image(r)]
+        ["--no-binary=:all:"]
+        if kind == "sdist"
+        else ["--only-binary=:all:", *wheels.for_image(r), *platform]
     )
     dest.mkdir(parents=True, exist_ok=True)
     p = subprocess.run([*argv, "--dest", str(dest), pin], capture_output=True, text=True)
@@ -147,7 +166,7 @@ def simple_page(entry: dict) -> str:
     return f'<html><body><a href="{name}#sha256={entry["sha256"]}">{name}</a></body></html>\n'
 
 
-def stored(r: Recipe, entry: dict) -> Path:
+def stored(r: Recipe, entry: dict, platform: list[str]) -> Path:
     """The locked pip file in kit's store (KIT_CACHE/pip-files/SHA-256/FILE), fetched by
     the host's pip and checked against the lock when absent; pip checks it again where it
     installs it (the index page carries the lock's SHA-256)."""
@@ -155,7 +174,8 @@ def stored(r: Recipe, entry: dict) -> Path:
     if kept.is_file():
         return kept
     with scratch("pip-file-") as folder:
-        got = download(r, entry["from"], f"{entry['name']}=={entry['version']}", folder / "d")
+        pin = f"{entry['name']}=={entry['version']}"
+        got = download(r, entry["from"], pin, folder / "d", platform)
         if got != {"file": entry["file"], "sha256": entry["sha256"]}:
             raise Failed(
                 f"pip fetched {got['file']} for {entry['name']} {entry['version']}, not the "
@@ -167,7 +187,7 @@ def stored(r: Recipe, entry: dict) -> Path:
 
 
 def pip_index(r: Recipe, held: dict, simple: Path) -> int:
-    """The lock's pip files that pip takes from an index, as a PEP 503 index in the new
+    """The lock's pip files that pip takes from an index, as a PEP 503 index in the empty
     folder `simple` (each project's page names its one locked file and that file's
     SHA-256, which pip checks before it installs it: the check --require-hashes makes);
     how many files. Files are linked from the store, copied where it is on another disk."""
@@ -175,15 +195,17 @@ def pip_index(r: Recipe, held: dict, simple: Path) -> int:
     missing = [e for e in served if not (cache_dir() / STORE / e["sha256"] / e["file"]).is_file()]
     if missing:
         log.info(f"fetching {len(missing)} locked pip file(s) into {cache_dir() / STORE}")
+        platform = platforms({e["package"]: e["version"] for e in held["apt"]})
         with ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda e: stored(r, e), missing))
+            list(pool.map(lambda e: stored(r, e, platform), missing))
     for e in served:
         page = simple / normal(e["name"])
         page.mkdir(parents=True)
+        kept = cache_dir() / STORE / e["sha256"] / e["file"]
         try:
-            os.link(stored(r, e), page / e["file"])
+            os.link(kept, page / e["file"])
         except OSError:
-            shutil.copy2(stored(r, e), page / e["file"])
+            shutil.copy2(kept, page / e["file"])
         (page / "index.html").write_text(simple_page(e))
     return len(served)
 
@@ -204,8 +226,11 @@ def check_host_wheels(r: Recipe, variant: str, held: dict) -> None:
         )))  # fmt: skip
 
 
-def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
-    """Each venv distribution with the file it was installed from and that file's SHA-256."""
+def pip_entries(
+    r: Recipe, dists: list[list[str]], scratch: Path, platform: list[str]
+) -> list[dict]:
+    """Each venv distribution with the file it was installed from and that file's SHA-256
+    (a wheel: the one pip takes for the image's Python and `platform`)."""
     compiled = {normal(p.split("==")[0]) for p in (r.compile.packages if r.compile else ())}
     from_source = {normal(n) for n in r.pip_from_source} | compiled
     host = {normal(p.split("==")[0]): f for p, f in zip(r.pip_host, wheels.fetch(r), strict=True)}
@@ -216,16 +241,16 @@ def pip_entries(r: Recipe, dists: list[list[str]], scratch: Path) -> list[dict]:
         if key in host:
             entry |= {"from": "host", "file": host[key].name, "sha256": sha256_of(host[key])}
         elif key in from_source:
-            entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key)}
+            entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key, [])}
         elif url.startswith("ensurepip:"):
             entry |= {"from": "ensurepip", "file": url.removeprefix("ensurepip:")}
         elif url:
             raise KitError(f"{r.name}'s venv has {pin} from {url}, which the recipe does not name")
         else:
             try:
-                entry |= {"from": "index", **download(r, "index", pin, scratch / key)}
+                entry |= {"from": "index", **download(r, "index", pin, scratch / key, platform)}
             except Failed:  # no wheel for the image's Python: pip built the sdist (jax 0.4.13)
-                entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key)}
+                entry |= {"from": "sdist", **download(r, "sdist", pin, scratch / key, [])}
         entries.append(entry)
     return entries
 
@@ -249,7 +274,8 @@ def make(r: Recipe, variant: str, apt: list[str]) -> dict:
             f"image was built; build it again (kit build {r.name} --no-cache), then lock"
         )
     with scratch("lock-") as folder:
-        pip = pip_entries(r, venv_dists(r.tag(variant)), folder)
+        platform = platforms(dict(item.partition("=")[::2] for item in apt))
+        pip = pip_entries(r, venv_dists(r.tag(variant)), folder, platform)
     return {
         "format": FORMAT,
         "recipe": r.name,

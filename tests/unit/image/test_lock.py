@@ -1,6 +1,8 @@
 """The lock: what an image holds, read from the mirror's index, and checked after a build."""
 
 import lzma
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +156,44 @@ def test_a_project_page_names_its_one_file_with_the_hash_pip_checks():
         + "ab" * 32
         + '">packaging-26.3-py3-none-any.whl</a></body></html>\n'
     )
+
+
+def test_the_platforms_are_the_manylinux_tags_of_the_images_glibc_newest_first():
+    """A bullseye image (glibc 2.31) runs manylinux_2_31 down to manylinux1, then plain
+    linux, in pip's own order (each legacy name after its glibc's): the host's pip must
+    take its wheels, not the host's glibc's (cryptography's manylinux_2_34 on bookworm)."""
+    tags = lock.platforms({"libc6": "2.31-13+deb11u11", "zlib1g": "1:1.2.11"})[1::2]
+    assert tags[:3] == ["manylinux_2_31_x86_64", "manylinux_2_30_x86_64", "manylinux_2_29_x86_64"]
+    assert tags[14:16] == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    assert tags[-4:] == ["manylinux_2_6_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64",
+                         "linux_x86_64"]  # fmt: skip
+    assert len(tags) == (31 - 5 + 1) + 3 + 1  # glibc 2.31 to 2.5, three legacy names, linux
+    assert set(lock.platforms({"libc6": "2.31-13"})[::2]) == {"--platform"}
+    assert lock.platforms({"libc6": "2.36-9+deb12u14"})[1] == "manylinux_2_36_x86_64"
+    with pytest.raises(KitError, match="the image holds no Debian libc6"):
+        lock.platforms({"musl": "1.2.3"})
+
+
+def test_a_wheel_is_fetched_for_the_images_python_and_platforms_an_sdist_for_none(
+    kit_root, monkeypatch, tmp_path
+):
+    ran = []
+
+    def pip(argv, capture_output, text):
+        ran.append(argv)
+        dest = Path(argv[argv.index("--dest") + 1])
+        (dest / "cryptography-50.0.2-cp39-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"w")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(lock.subprocess, "run", pip)
+    r = recipes.load("mini-openmpi")
+    platform = ["--platform", "manylinux_2_31_x86_64", "--platform", "linux_x86_64"]
+    got = lock.download(r, "index", "cryptography==50.0.2", tmp_path / "w", platform)
+    assert got["file"] == "cryptography-50.0.2-cp39-abi3-manylinux_2_28_x86_64.whl"
+    lock.download(r, "sdist", "mpi4py==3.1.4", tmp_path / "s", [])
+    head = ["/usr/bin/python3", "-m", "pip", "download", "--quiet", "--no-deps"]
+    assert ran == [
+        [*head, "--only-binary=:all:", "--implementation", "cp", "--python-version", "3.11.2",
+         "--abi", "cp311", *platform, "--dest", str(tmp_path / "w"), "cryptography==50.0.2"],
+        [*head, "--no-binary=:all:", "--dest", str(tmp_path / "s"), "mpi4py==3.1.4"],
+    ]  # fmt: skip
