@@ -8,6 +8,8 @@ import ssl
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,15 +122,21 @@ INDEX_URL = "file:///srv/simple"  # where the steps reading pip's index see it m
 INDEX_ARG = "KIT_PIP_INDEX_URL="
 
 
-def from_lock(recipe: Recipe, variant: str, held: dict | None, argv: list[str]) -> list[str]:
+@contextmanager
+def from_lock(
+    recipe: Recipe, variant: str, held: dict | None, argv: list[str]
+) -> Iterator[list[str]]:
     """The build argv with pip held to the recipe version's lock `held` (argv as it was
     without one: a recipe version not locked yet, and `kit lock`'s build). pip then reads
     a local index of the locked files (kit.image.lock.pip_index), mounted on the steps
     that read pip's index: it can install nothing else, and checks each file's SHA-256
     against the lock's. The same Dockerfile runs, so the image is the one the index's same
-    files make; the host wheels are checked against the lock before the build."""
+    files make; the host wheels are checked against the lock before the build. The index
+    goes when the build ends: the build context is the checkout, and a build would send
+    the engine every other image's index left in it."""
     if held is None:
-        return argv
+        yield argv
+        return
     lock.check_host_wheels(recipe, variant, held)
     name = f"{recipe.name}-{variant}"
     folder = repo_root() / INDEX / name
@@ -140,22 +148,25 @@ def from_lock(recipe: Recipe, variant: str, held: dict | None, argv: list[str]) 
             f"cannot write {folder} ({e.strerror}): a locked build serves pip the lock's "
             f"files from the build context; build from a checkout you can write"
         ) from None
-    count = lock.pip_index(recipe, held, folder / "simple")
-    log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from an index "
-             f"from {folder}, each checked against {lock.path(recipe).name}")  # fmt: skip
-    i = argv.index("-f") + 1
-    plain = Path(argv[i])
-    mounted = cache_dir() / "locked" / name / plain.name
-    mounted.parent.mkdir(parents=True, exist_ok=True)
-    mount = f"--mount=type=bind,source={INDEX}/{name},target=/srv"
-    write_atomically(mounted, render.with_mounts(plain.read_text(), (), index=(mount,)))
-    rest: list[str] = []
-    for word in argv[i + 1 :]:  # pip's index setting, if given, yields to the lock's
-        if word.startswith(INDEX_ARG) and rest[-1:] == ["--build-arg"]:
-            rest.pop()
-        else:
-            rest.append(word)
-    return [*argv[:i], str(mounted), "--build-arg", f"{INDEX_ARG}{INDEX_URL}", *rest]
+    try:
+        count = lock.pip_index(recipe, held, folder / "simple")
+        log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from an "
+                 f"index from {folder}, each checked against {lock.path(recipe).name}")  # fmt: skip
+        i = argv.index("-f") + 1
+        plain = Path(argv[i])
+        mounted = cache_dir() / "locked" / name / plain.name
+        mounted.parent.mkdir(parents=True, exist_ok=True)
+        mount = f"--mount=type=bind,source={INDEX}/{name},target=/srv"
+        write_atomically(mounted, render.with_mounts(plain.read_text(), (), index=(mount,)))
+        rest: list[str] = []
+        for word in argv[i + 1 :]:  # pip's index setting, if given, yields to the lock's
+            if word.startswith(INDEX_ARG) and rest[-1:] == ["--build-arg"]:
+                rest.pop()
+            else:
+                rest.append(word)
+        yield [*argv[:i], str(mounted), "--build-arg", f"{INDEX_ARG}{INDEX_URL}", *rest]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def ensure_base(recipe: Recipe, variant: str) -> str:
@@ -238,7 +249,8 @@ def make(recipe: Recipe, variant: str, opts: Options, tag: str) -> dict[str, lis
                 f"{debian_base.archive(recipe.snapshot)} ({', '.join(gone[:3])}"
                 f"{', ...' if len(gone) > 3 else ''})"
             )))  # fmt: skip
-        raw = untagged_build(from_lock(recipe, variant, held, argv), "docker build")
+        with from_lock(recipe, variant, held, argv) as locked:
+            raw = untagged_build(locked, "docker build")
         lists = contents(raw)
         try:
             held_to_lock(recipe, variant, opts, lists, raw)

@@ -338,9 +338,17 @@ def test_a_locked_build_reads_pip_from_the_locks_files_mounted_on_the_index_step
     r = recipes.load("mini-openmpi")
     render.write([r])
     plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
-    assert build.from_lock(r, "cpu", None, plain) == plain  # no lock: the recipe's pins
+    with build.from_lock(r, "cpu", None, plain) as argv:
+        assert argv == plain  # no lock: the recipe's pins
     held = _locked(kit_root, cache)
-    argv = build.from_lock(r, "cpu", held, plain)
+    with build.from_lock(r, "cpu", held, plain) as argv:
+        simple = kit_root / ".kit-index" / "mini-openmpi-cpu" / "simple"
+        served = sorted(p.relative_to(simple).as_posix() for p in simple.rglob("*") if p.is_file())
+        wheel = held["pip"][2]
+        page = (simple / "setuptools" / "index.html").read_text()
+        stored = cache / "pip-files" / wheel["sha256"] / wheel["file"]
+        assert (simple / "setuptools" / wheel["file"]).stat().st_ino == stored.stat().st_ino
+    assert not simple.parent.exists()  # the index goes with the build: no other build sends it
     mounted = cache / "locked" / "mini-openmpi-cpu" / "Dockerfile"
     assert argv == [
         *plain[:6],
@@ -358,20 +366,16 @@ def test_a_locked_build_reads_pip_from_the_locks_files_mounted_on_the_index_step
     pip_step = "RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert if "
     assert text.count(pip_step) == 1 and text.count("\nRUN ") == 5  # the venv's step only
     assert mounted.read_text() == text.replace(pip_step, f"RUN {mount} {pip_step[4:]}")
-    simple = kit_root / ".kit-index" / "mini-openmpi-cpu" / "simple"
-    assert sorted(p.relative_to(simple).as_posix() for p in simple.rglob("*") if p.is_file()) == [
+    assert served == [
         "mpi4py/index.html",
         "mpi4py/mpi4py-3.1.4.tar.gz",
         "setuptools/index.html",
         "setuptools/setuptools-70.3.0-py3-none-any.whl",
     ]
-    wheel = held["pip"][2]
-    assert (simple / "setuptools" / "index.html").read_text() == (
+    assert page == (
         f'<html><body><a href="{wheel["file"]}#sha256={wheel["sha256"]}">{wheel["file"]}'
         "</a></body></html>\n"
     )
-    stored = cache / "pip-files" / wheel["sha256"] / wheel["file"]
-    assert (simple / "setuptools" / wheel["file"]).stat().st_ino == stored.stat().st_ino
 
 
 def test_a_locked_build_with_a_host_wheel_other_than_the_locks_is_refused(
@@ -395,8 +399,8 @@ def test_a_locked_build_with_a_host_wheel_other_than_the_locks_is_refused(
                         "file": wheel.name, "sha256": "0" * 64})  # fmt: skip
     (kit_root / "recipes" / "mini-openmpi.lock.json").write_text(json.dumps({"cpu": held}))
     plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
-    with pytest.raises(KitError) as e:
-        build.from_lock(r, "cpu", held, plain)
+    with pytest.raises(KitError) as e, build.from_lock(r, "cpu", held, plain):
+        pass
     assert str(e.value).startswith(
         f"1 host wheel(s) in {kit_root}/.kit-wheels are not the locked files ({wheel.name} "
         f"(lock: {wheel.name}, SHA-256 000000000000)); build kit/mini-openmpi:0.1.0-cpu from "
