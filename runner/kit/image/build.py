@@ -16,7 +16,7 @@ from pathlib import Path
 from kit.core import inputs, settings
 from kit.core.errors import Failed, KitError
 from kit.core.log import logger
-from kit.core.paths import cache_dir, repo_root, sha256_of, write_atomically
+from kit.core.paths import cache_dir, exclusive, repo_root, sha256_of, write_atomically
 from kit.core.proc import stream
 from kit.image import convert, debian_base, engine, lock, render, reproducible, wheels
 from kit.image.blocks import APT_LIST, CONTENTS, PIP_LIST
@@ -118,7 +118,6 @@ def from_snapshot(recipe: Recipe, argv: list[str]) -> list[str]:
 
 
 INDEX = ".kit-index"  # under the repository root (the build context): each lock's pip files
-INDEX_URL = "file:///srv/simple"  # where the steps reading pip's index see it mounted
 INDEX_ARG = "KIT_PIP_INDEX_URL="
 
 
@@ -140,33 +139,38 @@ def from_lock(
     lock.check_host_wheels(recipe, variant, held)
     name = f"{recipe.name}-{variant}"
     folder = repo_root() / INDEX / name
-    shutil.rmtree(folder, ignore_errors=True)
     try:
-        (folder / "simple").mkdir(parents=True)
+        folder.parent.mkdir(exist_ok=True)
     except OSError as e:
         raise KitError(
-            f"cannot write {folder} ({e.strerror}): a locked build serves pip the lock's "
-            f"files from the build context; build from a checkout you can write"
+            f"cannot write {folder.parent} ({e.strerror}): a locked build serves pip the "
+            f"lock's files from the build context; build from a checkout you can write"
         ) from None
-    try:
-        count = lock.pip_index(recipe, held, folder / "simple")
-        log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from an "
-                 f"index from {folder}, each checked against {lock.path(recipe).name}")  # fmt: skip
-        i = argv.index("-f") + 1
-        plain = Path(argv[i])
-        mounted = cache_dir() / "locked" / name / plain.name
-        mounted.parent.mkdir(parents=True, exist_ok=True)
-        mount = f"--mount=type=bind,source={INDEX}/{name},target=/srv"
-        write_atomically(mounted, render.with_mounts(plain.read_text(), (), index=(mount,)))
-        rest: list[str] = []
-        for word in argv[i + 1 :]:  # pip's index setting, if given, yields to the lock's
-            if word.startswith(INDEX_ARG) and rest[-1:] == ["--build-arg"]:
-                rest.pop()
-            else:
-                rest.append(word)
-        yield [*argv[:i], str(mounted), "--build-arg", f"{INDEX_ARG}{INDEX_URL}", *rest]
-    finally:
+    # one build of an image at a time in a checkout (kit verify beside kit build): each
+    # removes the index when it ends
+    with exclusive(folder.parent / f"{name}.lock", f"the pip index of {name}"):
         shutil.rmtree(folder, ignore_errors=True)
+        try:
+            (folder / "simple").mkdir(parents=True)  # the mount's source, even if empty
+            count = lock.pip_index(recipe, held, folder / "simple")
+            log.info(f"{recipe.name}: pip installs the {count} locked file(s) it takes from "
+                     f"an index from {folder}, each checked against "
+                     f"{lock.path(recipe).name}")  # fmt: skip
+            i = argv.index("-f") + 1
+            plain = Path(argv[i])
+            mounted = cache_dir() / "locked" / name / plain.name
+            mounted.parent.mkdir(parents=True, exist_ok=True)
+            mount = f"--mount=type=bind,source={INDEX}/{name},target=/srv"
+            write_atomically(mounted, render.with_mounts(plain.read_text(), (), index=(mount,)))
+            rest: list[str] = []
+            for word in argv[i + 1 :]:  # pip's index setting, if given, yields to the lock's
+                if word.startswith(INDEX_ARG) and rest[-1:] == ["--build-arg"]:
+                    rest.pop()
+                else:
+                    rest.append(word)
+            yield [*argv[:i], str(mounted), "--build-arg", f"{INDEX_ARG}{lock.INDEX_URL}", *rest]
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def ensure_base(recipe: Recipe, variant: str) -> str:

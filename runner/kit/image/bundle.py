@@ -39,7 +39,6 @@ BASE = "base.tar"
 CONTEXT = "context"
 OFFLINE = ".kit-bundle"  # in the context: sources.list and srv/ (debs/, simple/)
 SOURCES = "deb [trusted=yes] file:/srv/debs ./\n"  # each .deb's hash is in its stanza
-INDEX_URL = "file:///srv/simple"
 IGNORE = "*\n!benchmarks\n!.kit-wheels\n!.kit-bundle\n**/__pycache__\n"
 MOUNT_SRV = f"--mount=type=bind,source={OFFLINE}/srv,target=/srv"
 MOUNT_APT = f"--mount=type=bind,source={OFFLINE}/sources.list,target=/etc/apt/sources.list"
@@ -156,7 +155,7 @@ def make(r: Recipe, variant: str, out: Path) -> dict:
     shutil.copy2(lock.path(r), ctx / "recipes" / lock.path(r).name)
     srv = ctx / OFFLINE / "srv"
     _debs(r, held, srv)
-    lock.pip_index(r, held, srv / "simple")
+    lock.pip_index(r, held, srv / "simple", copy=True)
     (ctx / OFFLINE / "sources.list").write_text(SOURCES)
     log.info(f"saving the base image {base}")
     with (out / BASE).open("wb") as f:
@@ -251,7 +250,7 @@ def rebuild(name: str, variant: str, folder: Path) -> tuple[str, str, dict]:
     argv = [engine.docker(), "build", "--progress=plain", "-t", scratch_tag, "--network=none",
             "--no-cache", "-f", str(ctx / f"{held['dockerfile']}.offline"),
             "--build-arg", f"BASE_IMAGE={base}",
-            "--build-arg", f"KIT_PIP_INDEX_URL={INDEX_URL}"]  # fmt: skip
+            "--build-arg", f"KIT_PIP_INDEX_URL={lock.INDEX_URL}"]  # fmt: skip
     if ca := build.ca_bundle(None):  # no TLS offline: for the mount point it leaves
         argv += ["--secret", f"id=cacert,src={ca}"]
     raw = build.untagged_build([*argv, str(ctx)], "docker build (from the bundle, network off)")

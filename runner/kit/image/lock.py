@@ -158,6 +158,12 @@ def download(r: Recipe, kind: str, pin: str, dest: Path, platform: list[str]) ->
 
 STORE = "pip-files"  # under KIT_CACHE: each locked pip file, in a folder named by its SHA-256
 SERVED = ("index", "sdist")  # what pip took from an index; ensurepip's wheels are .debs
+INDEX_URL = "file:///srv/simple"  # where a build's steps that read pip's index see it mounted
+
+
+def kept(entry: dict) -> Path:
+    """Where the store keeps a locked pip file."""
+    return cache_dir() / STORE / entry["sha256"] / entry["file"]
 
 
 def simple_page(entry: dict) -> str:
@@ -170,9 +176,9 @@ def stored(r: Recipe, entry: dict, platform: list[str]) -> Path:
     """The locked pip file in kit's store (KIT_CACHE/pip-files/SHA-256/FILE), fetched by
     the host's pip and checked against the lock when absent; pip checks it again where it
     installs it (the index page carries the lock's SHA-256)."""
-    kept = cache_dir() / STORE / entry["sha256"] / entry["file"]
-    if kept.is_file():
-        return kept
+    target = kept(entry)
+    if target.is_file():
+        return target
     with scratch("pip-file-") as folder:
         pin = f"{entry['name']}=={entry['version']}"
         got = download(r, entry["from"], pin, folder / "d", platform)
@@ -181,19 +187,20 @@ def stored(r: Recipe, entry: dict, platform: list[str]) -> Path:
                 f"pip fetched {got['file']} for {entry['name']} {entry['version']}, not the "
                 f"locked file ({entry['file']}, SHA-256 {entry['sha256'][:12]}); {FIX}"
             )
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(folder / "d" / got["file"], kept)  # the same disk: scratch is in the cache
-    return kept
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(folder / "d" / got["file"], target)  # the same disk: scratch is in the cache
+    return target
 
 
-def pip_index(r: Recipe, held: dict, simple: Path) -> int:
+def pip_index(r: Recipe, held: dict, simple: Path, copy: bool = False) -> int:
     """The lock's pip files that pip takes from an index, as a PEP 503 index in the empty
     folder `simple` (each project's page names its one locked file and that file's
     SHA-256, which pip checks before it installs it: the check --require-hashes makes);
-    how many files. Files are linked from the store, copied where it is on another disk."""
+    how many files. A build's files are linked from the store (copied where it is on
+    another disk); a bundle's are copied, each checked against the lock as it is, since
+    the bundle outlives the store and no pip reads it until its rebuild."""
     served = [e for e in held["pip"] if e["from"] in SERVED]
-    missing = [e for e in served if not (cache_dir() / STORE / e["sha256"] / e["file"]).is_file()]
-    if missing:
+    if missing := [e for e in served if not kept(e).is_file()]:
         log.info(f"fetching {len(missing)} locked pip file(s) into {cache_dir() / STORE}")
         platform = platforms({e["package"]: e["version"] for e in held["apt"]})
         with ThreadPoolExecutor(4) as pool:
@@ -201,11 +208,18 @@ def pip_index(r: Recipe, held: dict, simple: Path) -> int:
     for e in served:
         page = simple / normal(e["name"])
         page.mkdir(parents=True)
-        kept = cache_dir() / STORE / e["sha256"] / e["file"]
-        try:
-            os.link(kept, page / e["file"])
-        except OSError:
-            shutil.copy2(kept, page / e["file"])
+        if copy:
+            shutil.copyfile(kept(e), page / e["file"])
+            if sha256_of(page / e["file"]) != e["sha256"]:
+                raise Failed(
+                    f"{kept(e)} is not the file the lock names (SHA-256 differs); remove it "
+                    "and bundle again (kit fetches it anew)"
+                )
+        else:
+            try:
+                os.link(kept(e), page / e["file"])
+            except OSError:
+                shutil.copy2(kept(e), page / e["file"])
         (page / "index.html").write_text(simple_page(e))
     return len(served)
 

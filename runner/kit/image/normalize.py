@@ -36,7 +36,8 @@ TOOLS_FIX = "install squashfs-tools-ng (Debian package)"
 
 def labels(text: str, epoch: int) -> str:
     """The labels as the definition makes them on any machine: the build's date is the
-    epoch's (Apptainer's form), the base's path the definition's `{{ BASE_SIF }}`."""
+    epoch's (in the layout of Apptainer's), the base's path the definition's
+    `{{ BASE_SIF }}`; written anew, sorted, in kit's layout."""
     held = json.loads(text)
     if DATED in held:
         when = datetime.fromtimestamp(epoch, UTC)

@@ -22,6 +22,7 @@ DESCRIPTOR_SIZE = 585
 DESCRIPTOR = {"created": (41, 8), "modified": (49, 8)}  # within a used descriptor
 USED = 4  # its one-byte "used" flag
 PARTITION, PRIMARY = 0x4004, 2  # a descriptor's data type, and a partition's type (its extra)
+SQUASHFS = 1  # a partition's file system type (the extra's first field)
 FILE_AT, EXTRA_AT = 17, 201  # within a descriptor: the data's offset and length; its extra
 UNFIXED = (*HEADER, *(f"each descriptor's {name}" for name in DESCRIPTOR))
 
@@ -78,8 +79,13 @@ def primary_partition(path: Path) -> tuple[int, int]:
         raise KitError(f"cannot read '{path}' ({e.strerror}); check the path") from None
     for base in range(0, len(table) - DESCRIPTOR_SIZE + 1, DESCRIPTOR_SIZE):
         (kind,) = struct.unpack_from("<i", table, base)
-        (part,) = struct.unpack_from("<i", table, base + EXTRA_AT + 4)
-        if table[base + USED] and kind == PARTITION and part == PRIMARY:
-            offset, length = struct.unpack_from("<qq", table, base + FILE_AT)
-            return offset, length
+        fs, part = struct.unpack_from("<ii", table, base + EXTRA_AT)
+        if not (table[base + USED] and kind == PARTITION and part == PRIMARY):
+            continue
+        offset, length = struct.unpack_from("<qq", table, base + FILE_AT)
+        if fs != SQUASHFS:
+            raise KitError(f"'{path}' is not a squashfs image (an encrypted or ext3 SIF?)")
+        if offset + length > path.stat().st_size:
+            raise KitError(f"'{path}' is cut short: its file system ends past the file's end")
+        return offset, length
     raise KitError(f"'{path}' holds no file system partition; give a SIF of an image")

@@ -340,6 +340,8 @@ def test_a_locked_build_reads_pip_from_the_locks_files_mounted_on_the_index_step
     plain = build.build_argv(r, "cpu", None, build.Options(), "kit/debian:bookworm-aa")
     with build.from_lock(r, "cpu", None, plain) as argv:
         assert argv == plain  # no lock: the recipe's pins
+    with build.from_lock(r, "cpu", {"version": "0.1.0", "apt": [], "pip": []}, plain):
+        assert (kit_root / ".kit-index" / "mini-openmpi-cpu" / "simple").is_dir()  # mounted
     held = _locked(kit_root, cache)
     with build.from_lock(r, "cpu", held, plain) as argv:
         simple = kit_root / ".kit-index" / "mini-openmpi-cpu" / "simple"

@@ -1,5 +1,6 @@
 """The lock: what an image holds, read from the mirror's index, and checked after a build."""
 
+import hashlib
 import lzma
 import subprocess
 from pathlib import Path
@@ -197,3 +198,46 @@ def test_a_wheel_is_fetched_for_the_images_python_and_platforms_an_sdist_for_non
          "--abi", "cp311", *platform, "--dest", str(tmp_path / "w"), "cryptography==50.0.2"],
         [*head, "--no-binary=:all:", "--dest", str(tmp_path / "s"), "mpi4py==3.1.4"],
     ]  # fmt: skip
+
+
+def test_a_fetched_file_other_than_the_locked_one_never_enters_the_store(
+    kit_root, monkeypatch, tmp_path
+):
+    """pip served another file for the pin (another build, a re-upload): refused, naming
+    both, and the store keeps nothing of it."""
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+
+    def served(r, kind, pin, dest, platform):
+        dest.mkdir(parents=True)
+        (dest / "packaging-26.3-py3-none-any.whl").write_bytes(b"other bytes")
+        return {"file": "packaging-26.3-py3-none-any.whl", "sha256": "f" * 64}
+
+    monkeypatch.setattr(lock, "download", served)
+    entry = {"name": "packaging", "version": "26.3", "from": "index",
+             "file": "packaging-26.3-py3-none-any.whl", "sha256": "a" * 64}  # fmt: skip
+    said = r"pip fetched packaging-26.3-py3-none-any.whl for packaging 26.3, not the locked"
+    with pytest.raises(Failed, match=said + r" file \(.*SHA-256 aaaaaaaaaaaa\)"):
+        lock.stored(recipes.load("mini-openmpi"), entry, [])
+    assert not lock.kept(entry).exists()
+    assert not list((tmp_path / "cache").rglob("*.whl"))
+
+
+def test_a_bundle_copies_each_file_and_refuses_a_store_copy_that_changed(
+    kit_root, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    body = b"wheel bytes"
+    entry = {"name": "packaging", "version": "26.3", "from": "index",
+             "file": "packaging-26.3-py3-none-any.whl",
+             "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+    held = {"apt": [], "pip": [entry]}
+    lock.kept(entry).parent.mkdir(parents=True)
+    lock.kept(entry).write_bytes(body)
+    r = recipes.load("mini-openmpi")
+    assert lock.pip_index(r, held, tmp_path / "b1" / "simple", copy=True) == 1
+    copied = tmp_path / "b1" / "simple" / "packaging" / entry["file"]
+    assert copied.read_bytes() == body and copied.stat().st_ino != lock.kept(entry).stat().st_ino
+    lock.kept(entry).write_bytes(b"rotted")
+    with pytest.raises(Failed, match=r"is not the file the lock names \(SHA-256 differs\); "
+                       r"remove it and bundle again"):  # fmt: skip
+        lock.pip_index(r, held, tmp_path / "b2" / "simple", copy=True)

@@ -35,8 +35,9 @@ def test_the_kept_definition_names_its_base_as_rendered():
     )
 
 
-def sif_bytes(descriptors: list[tuple[int, int, int, int]]) -> bytes:
-    """A SIF's header and descriptors (data type, partition type, offset, length)."""
+def sif_bytes(descriptors: list[tuple[int, int, int, int]], fs: int = 1) -> bytes:
+    """A SIF's header and descriptors (data type, partition type, offset, length), each
+    partition of file system type fs (1: squashfs), and data up to byte 3000."""
     head = bytearray(sif.DATA_OFFSET + 8)
     head[32:41] = sif.MAGIC
     first = len(head)
@@ -47,16 +48,25 @@ def sif_bytes(descriptors: list[tuple[int, int, int, int]]) -> bytes:
         struct.pack_into("<i", table, base, kind)
         table[base + sif.USED] = 1
         struct.pack_into("<qq", table, base + sif.FILE_AT, offset, length)
-        struct.pack_into("<i", table, base + sif.EXTRA_AT + 4, part)
-    return bytes(head + table)
+        struct.pack_into("<ii", table, base + sif.EXTRA_AT, fs, part)
+    data = bytes(head + table)
+    return data + bytes(3000 - len(data))
 
 
 def test_the_file_system_is_the_primary_partition_whatever_comes_before_it(tmp_path):
     path = tmp_path / "a.sif"
-    path.write_bytes(sif_bytes([(0x4001, 0, 700, 40), (0x4004, 3, 800, 10), (0x4004, 2, 900, 50)]))
-    assert sif.primary_partition(path) == (900, 50)
-    path.write_bytes(sif_bytes([(0x4001, 0, 700, 40)]))
+    path.write_bytes(
+        sif_bytes([(0x4001, 0, 2700, 40), (0x4004, 3, 2800, 9), (0x4004, 2, 2900, 99)])
+    )
+    assert sif.primary_partition(path) == (2900, 99)
+    path.write_bytes(sif_bytes([(0x4001, 0, 2700, 40)]))
     with pytest.raises(KitError, match=r"a.sif' holds no file system partition; give a SIF"):
+        sif.primary_partition(path)
+    path.write_bytes(sif_bytes([(0x4004, 2, 2900, 99)], fs=2))
+    with pytest.raises(KitError, match=r"a.sif' is not a squashfs image"):
+        sif.primary_partition(path)
+    path.write_bytes(sif_bytes([(0x4004, 2, 2900, 101)]))
+    with pytest.raises(KitError, match=r"a.sif' is cut short: its file system ends past"):
         sif.primary_partition(path)
     path.write_bytes(b"#!/bin/sh\n" * 20)
     with pytest.raises(KitError, match=r"a.sif' is not a SIF file; give a SIF file"):
