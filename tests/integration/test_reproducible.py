@@ -244,6 +244,19 @@ class Snapshots(http.server.ThreadingHTTPServer):
         super().__init__(("0.0.0.0", 0), Handler)
 
 
+def bridge_address() -> str:
+    """The host's address on Docker's default bridge, which a build's container reaches:
+    the network's gateway, or, where dockerd names none (it found the bridge already up),
+    the bridge interface's own IPv4 address."""
+    net = json.loads(docker("network", "inspect", "bridge"))[0]
+    if gateway := next((c.get("Gateway") for c in net["IPAM"]["Config"] if c.get("Gateway")), ""):
+        return gateway
+    device = net["Options"].get("com.docker.network.bridge.name", "docker0")
+    words = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", device],
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    return words[words.index("inet") + 1].split("/")[0]
+
+
 def test_a_recipe_naming_a_snapshot_builds_from_it_to_the_same_image(twice, tmp_path):
     """With a snapshot service set, the build's apt steps read the recipe's snapshot (the
     stand-in sees its index and .deb files asked for under the recipe's time), through a
@@ -261,8 +274,7 @@ def test_a_recipe_naming_a_snapshot_builds_from_it_to_the_same_image(twice, tmp_
     shutil.copytree(REPO / "benchmarks", root / "benchmarks")
     env = {**os.environ, "KIT_ROOT": str(root), "KIT_CACHE": str(tmp_path / "cache")}
     kit("render", env=env)
-    gateway = docker("network", "inspect", "bridge", "--format",
-                     "{{(index .IPAM.Config 0).Gateway}}").strip()  # fmt: skip
+    gateway = bridge_address()
     service = Snapshots(debian_base.host_mirror())
     threading.Thread(target=service.serve_forever, daemon=True).start()
     try:

@@ -6,6 +6,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kit.core import schema, settings
 from kit.core.errors import KitError
@@ -44,9 +45,11 @@ def snapshot_url(snapshot: str) -> str | None:
     KIT_DEBIAN_SNAPSHOT names; None without either (the mirror serves then)."""
     if not snapshot or not (service := settings.value("KIT_DEBIAN_SNAPSHOT")):
         return None
-    if not re.fullmatch(r"https?://[^\s\[\]]+", service):  # apt reads it in the build too
+    # apt reads it in the build too: http(s) with a host ("http://:8080/" gave apt the
+    # archive "http:/TIME"), and no space or bracket to split its sources line
+    if not re.fullmatch(r"https?://[^\s\[\]]+", service) or not urlsplit(service).hostname:
         raise KitError(f"KIT_DEBIAN_SNAPSHOT '{schema.printable(service)}' is not an "
-                       f"http(s) URL; {SNAPSHOT_FIX}")  # fmt: skip
+                       f"http(s) URL with a host; {SNAPSHOT_FIX}")  # fmt: skip
     return f"{service.rstrip('/')}/{snapshot}/"
 
 

@@ -275,10 +275,11 @@ def test_a_snapshot_that_is_no_time_is_one_line(kit_root, mini, text, said):
 def test_a_snapshot_service_must_be_a_url(monkeypatch):
     from kit.image import debian_base
 
-    for bad in ("http://a/ b [trusted=yes]", "file:///srv/snapshots"):  # file: is not in a build
+    # file: is not in a build; a URL without a host made apt's archive "http:/TIME"
+    for bad in ("http://a/ b [trusted=yes]", "file:///srv/snapshots", "http://:8080/"):
         monkeypatch.setenv("KIT_DEBIAN_SNAPSHOT", bad)
         with pytest.raises(KitError, match=re.escape(f"KIT_DEBIAN_SNAPSHOT '{bad}' is not an "
-                           "http(s) URL; give the snapshot service")):  # fmt: skip
+                           "http(s) URL with a host; give the snapshot service")):  # fmt: skip
             debian_base.snapshot_url("20260712T000000Z")
     assert debian_base.snapshot_url("") is None
 
