@@ -174,45 +174,82 @@ def saved(ref: str) -> Iterator[IO[bytes]]:
         raise Failed(f"docker save {ref} failed: {err.strip()[-300:]}")
 
 
-def load_archive(config: bytes, layers: list[Path], tag: str, out: IO[bytes]) -> None:
-    """Write what `docker load` takes: the layers, the config and a manifest naming tag."""
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    names = [f"{i:03d}/layer.tar" for i in range(len(layers))]
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": names}])
-    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-        archive.copybufsize = CHUNK
-        for name, path in zip(names, layers, strict=True):
-            info = tarfile.TarInfo(name)
-            info.size = path.stat().st_size
-            with path.open("rb") as f:
-                archive.addfile(info, f)
+class Loading:
+    """A `docker load` fed as the layers are written: each layer's tar goes into its
+    archive as soon as it is whole, so the scratch disk holds one layer at a time, not
+    the image. The config and the manifest (which names the layers in the image's order)
+    go last: docker load reads the whole archive before its manifest."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.proc = subprocess.Popen(
+            [engine.docker(), "load", "--quiet"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None
+        self.archive = tarfile.open(  # noqa: SIM115 -- closed by finish, the archive's end
+            fileobj=self.proc.stdin, mode="w|", format=tarfile.PAX_FORMAT
+        )
+        self.archive.copybufsize = CHUNK
+        self.added = 0
+
+    def add(self, layer: Path) -> str:
+        """Send one layer's tar; its name in the archive."""
+        name = f"{self.added:03d}/layer.tar"
+        info = tarfile.TarInfo(name)
+        info.size = layer.stat().st_size
+        with layer.open("rb") as f:
+            self.archive.addfile(info, f)
+        self.added += 1
+        return name
+
+    def finish(self, config: bytes, layers: list[str]) -> str:
+        """Send the config and a manifest naming the tag and `layers` (add's names, in the
+        image's order), and wait for the engine: the image's ID (the config's SHA-256)."""
+        config_name = hashlib.sha256(config).hexdigest() + ".json"
+        manifest = json.dumps([{"Config": config_name, "RepoTags": [self.tag], "Layers": layers}])
         for name, data in ((config_name, config), ("manifest.json", manifest.encode())):
             info = tarfile.TarInfo(name)
             info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
+            self.archive.addfile(info, io.BytesIO(data))
+        self.archive.close()
+        self._ended()
+        return "sha256:" + hashlib.sha256(config).hexdigest()
+
+    def _ended(self) -> None:
+        """Close the engine's input and wait for it; a failed load is one line."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stderr is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        err, _ = self.proc.stderr.read(), self.proc.stdout.read()
+        if self.proc.wait() != 0:
+            tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise Failed(f"docker load of the reproducible {self.tag} failed: {tail}")
+
+
+@contextlib.contextmanager
+def loading(tag: str) -> Iterator[Loading]:
+    """A Loading into the engine as tag. An engine that stopped reading is its own error;
+    on any other, the load is stopped before its manifest, so no image is made."""
+    into = Loading(tag)
+    try:
+        yield into
+    except BrokenPipeError:
+        into._ended()
+        raise
+    except BaseException:
+        into.proc.kill()
+        into.proc.wait()
+        raise
 
 
 def load(config: bytes, layers: list[Path], tag: str) -> str:
     """`docker load` the image and tag it; its ID (the config's SHA-256)."""
-    load = subprocess.Popen(
-        [engine.docker(), "load", "--quiet"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert load.stdin is not None
-    try:
-        load_archive(config, layers, tag, load.stdin)
-    except BrokenPipeError:
-        pass
-    finally:
-        load.stdin.close()
-    assert load.stderr is not None and load.stdout is not None
-    err, _ = load.stderr.read(), load.stdout.read()
-    if load.wait() != 0:
-        tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise Failed(f"docker load of the reproducible {tag} failed: {tail}")
-    return "sha256:" + hashlib.sha256(config).hexdigest()
+    with loading(tag) as into:
+        return into.finish(config, [into.add(layer) for layer in layers])
 
 
 # The writer's own version, part of every build's inputs (kit.image.build.inputs_key):
@@ -256,19 +293,23 @@ def rewrite(raw: str, tag: str, epoch: int, labels: dict[str, str] | None = None
     if made := _present(raw_id.removeprefix("sha256:")):
         engine.run_quiet(["tag", made, tag], "docker tag")
         return made
-    with scratch("reproducible-") as folder:
+    with scratch("reproducible-") as folder, loading(tag) as into:
 
-        def write(layer: IO[bytes], index: int) -> tuple[Path, str]:
-            path = folder / f"layer-{index}.tar"
-            with path.open("wb") as out:
-                return path, write_layer(layer, out, epoch)
+        def write(layer: IO[bytes], index: int) -> tuple[str, str]:
+            path = folder / f"layer-{index}.tar"  # the diff ID is known once it is whole
+            try:
+                with path.open("wb") as out:
+                    diff_id = write_layer(layer, out, epoch)
+                return into.add(path), diff_id
+            finally:
+                path.unlink(missing_ok=True)
 
         with saved(raw_id) as stream:
             config, layers = read_saved(stream, write)
         run = config.setdefault("config", {})
         run["Labels"] = {**(run.get("Labels") or {}), **(labels or {})}
         diff_ids = [d for _, d in layers]
-        made = load(normal_config(config, diff_ids, epoch), [f for f, _ in layers], tag)
+        made = into.finish(normal_config(config, diff_ids, epoch), [n for n, _ in layers])
     _note(raw_id.removeprefix("sha256:"), made)
     return made
 
