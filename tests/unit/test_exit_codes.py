@@ -3,6 +3,7 @@ code it can give, in this process; the table is the one `kit --help` and
 docs/commands.md print."""
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,10 @@ def engine_fails(tmp_path, monkeypatch):
     client.chmod(0o755)
     monkeypatch.setenv("KIT_DOCKER", str(client))
     monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "kit"  # a locked build writes its pip index into the checkout
+    for folder in ("recipes", "containers", "benchmarks"):
+        shutil.copytree(REPO / folder, root / folder)
+    monkeypatch.setenv("KIT_ROOT", str(root))
     engine.docker.cache_clear()
     yield
     engine.docker.cache_clear()
