@@ -14,6 +14,7 @@ from pathlib import Path
 from kit.core import settings
 from kit.core.errors import KitError
 from kit.core.log import logger
+from kit.core.proc import capture
 
 log = logger(__name__)
 
@@ -182,6 +183,15 @@ def size_of(path: Path) -> int:
                 elif stat.S_ISDIR(st.st_mode) and st.st_dev == top.st_dev:
                     todo.append(entry.path)
     return total
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """target as source's file: a hard link (no second copy on one file system), else a
+    copy, copy-on-write where the file system can; a failed copy is one line."""
+    try:
+        os.link(source, target)
+    except OSError:
+        capture(["cp", "--reflink=auto", str(source), str(target)], f"copy {source.name}")
 
 
 def sha256_of(path: Path) -> str:

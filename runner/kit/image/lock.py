@@ -28,7 +28,7 @@ from pathlib import Path
 from kit.core import inputs
 from kit.core.errors import Failed, KitError
 from kit.core.log import logger
-from kit.core.paths import cache_dir, scratch, sha256_of, write_atomically
+from kit.core.paths import cache_dir, link_or_copy, scratch, sha256_of, write_atomically
 from kit.image import debian_base, engine, wheels
 from kit.image.recipes import Recipe
 
@@ -216,10 +216,7 @@ def pip_index(r: Recipe, held: dict, simple: Path, copy: bool = False) -> int:
                     "and bundle again (kit fetches it anew)"
                 )
         else:
-            try:
-                os.link(kept(e), page / e["file"])
-            except OSError:
-                shutil.copy2(kept(e), page / e["file"])
+            link_or_copy(kept(e), page / e["file"])
         (page / "index.html").write_text(simple_page(e))
     return len(served)
 

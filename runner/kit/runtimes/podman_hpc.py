@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kit.core.errors import KitError
 from kit.core.log import logger
-from kit.core.paths import cache_dir, write_atomically
+from kit.core.paths import cache_dir, link_or_copy, write_atomically
 from kit.core.proc import capture
 from kit.image import convert
 from kit.image.recipes import FLAVOURS, Recipe
@@ -299,10 +299,7 @@ def migrate(ref: str, art: convert.Artifacts, env: dict[str, str]) -> str:
     target = squash / "overlay" / "l" / f"{link}.squash"
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists():
-        try:
-            os.link(art.squashfs, target)  # the cache's own file: no copy on one file system
-        except OSError:
-            capture(["cp", "--reflink=auto", str(art.squashfs), str(target)], "copy squashfs")
+        link_or_copy(art.squashfs, target)  # the cache's own file
     out = subprocess.run([tool, "migrate", ref], capture_output=True, text=True, env=run_env)
     if migrated(squash, ref) != image_id:  # migrate exits 0 whatever happened
         raise KitError(

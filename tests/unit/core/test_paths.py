@@ -4,8 +4,9 @@ import os
 
 import pytest
 
+from kit.core import paths
 from kit.core.errors import KitError
-from kit.core.paths import made_whole, make_dir, write_atomically
+from kit.core.paths import link_or_copy, made_whole, make_dir, write_atomically
 
 
 def test_a_write_replaces_a_symlink_and_a_failed_one_leaves_the_old_file(tmp_path):
@@ -114,3 +115,21 @@ def test_kit_formats_its_plain_text_tables_through_core_columns():
         "ccc  d",
         "e     f  g",
     ]
+
+
+def test_a_file_is_linked_where_it_can_be_and_copied_where_it_cannot(tmp_path, monkeypatch):
+    source = tmp_path / "image.sqfs"
+    source.write_bytes(b"hsqs" * 1000)
+    link_or_copy(source, tmp_path / "linked")
+    assert (tmp_path / "linked").stat().st_ino == source.stat().st_ino
+
+    def across_file_systems(src, dst):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(paths.os, "link", across_file_systems)
+    link_or_copy(source, tmp_path / "copied")
+    copied = tmp_path / "copied"
+    assert copied.read_bytes() == source.read_bytes()
+    assert copied.stat().st_ino != source.stat().st_ino
+    with pytest.raises(KitError, match=r"copy image\.sqfs"):
+        link_or_copy(source, tmp_path / "no-folder" / "copied")
