@@ -163,10 +163,13 @@ def saved(ref: str) -> Iterator[IO[bytes]]:
     assert save.stdout is not None and save.stderr is not None
     try:
         yield save.stdout
-    except (tarfile.TarError, OSError) as e:
+    except BaseException as e:  # the save is stopped and reaped, whatever stopped the read
         save.kill()
         save.wait()
-        raise Failed(f"reading 'docker save {ref}' failed: {e}") from None
+        save.stderr.close()
+        if isinstance(e, tarfile.TarError | OSError):
+            raise Failed(f"reading 'docker save {ref}' failed: {e}") from None
+        raise
     finally:
         save.stdout.close()
     err = save.stderr.read().decode(errors="replace")
@@ -195,13 +198,23 @@ class Loading:
         self.archive.copybufsize = CHUNK
         self.added = 0
 
+    def _send(self, name: str, size: int, data: IO[bytes]) -> None:
+        """One archive entry into the engine. An engine that stopped reading is its own
+        error, said here: raised as a broken pipe, it would be taken for a failed read of
+        the `docker save` the layers come from (saved)."""
+        info = tarfile.TarInfo(name)
+        info.size = size
+        try:
+            self.archive.addfile(info, data)
+        except BrokenPipeError:
+            self._ended()
+            raise Failed(f"docker load of the reproducible {self.tag} stopped reading") from None
+
     def add(self, layer: Path) -> str:
         """Send one layer's tar; its name in the archive."""
         name = f"{self.added:03d}/layer.tar"
-        info = tarfile.TarInfo(name)
-        info.size = layer.stat().st_size
         with layer.open("rb") as f:
-            self.archive.addfile(info, f)
+            self._send(name, layer.stat().st_size, f)
         self.added += 1
         return name
 
@@ -211,38 +224,32 @@ class Loading:
         config_name = hashlib.sha256(config).hexdigest() + ".json"
         manifest = json.dumps([{"Config": config_name, "RepoTags": [self.tag], "Layers": layers}])
         for name, data in ((config_name, config), ("manifest.json", manifest.encode())):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            self.archive.addfile(info, io.BytesIO(data))
-        self.archive.close()
+            self._send(name, len(data), io.BytesIO(data))
         self._ended()
         return "sha256:" + hashlib.sha256(config).hexdigest()
 
     def _ended(self) -> None:
-        """Close the engine's input and wait for it; a failed load is one line."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        assert self.proc.stderr is not None
+        """End the archive (once) and the engine's input, and wait for the engine; a
+        failed load is one line. An engine that stopped reading says why in it."""
         with contextlib.suppress(BrokenPipeError):
-            self.proc.stdin.close()
-        err, _ = self.proc.stderr.read(), self.proc.stdout.read()
-        if self.proc.wait() != 0:
+            self.archive.close()
+        _, err = self.proc.communicate()
+        if self.proc.returncode != 0:
             tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
             raise Failed(f"docker load of the reproducible {self.tag} failed: {tail}")
 
 
 @contextlib.contextmanager
 def loading(tag: str) -> Iterator[Loading]:
-    """A Loading into the engine as tag. An engine that stopped reading is its own error;
-    on any other, the load is stopped before its manifest, so no image is made."""
+    """A Loading into the engine as tag; on an error the load is stopped before its
+    manifest, so no image is made."""
     into = Loading(tag)
     try:
         yield into
-    except BrokenPipeError:
-        into._ended()
-        raise
     except BaseException:
         into.proc.kill()
-        into.proc.wait()
+        with contextlib.suppress(Failed):  # killed: the error that stopped it is the one
+            into._ended()
         raise
 
 

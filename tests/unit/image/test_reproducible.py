@@ -147,6 +147,43 @@ def saved_archive(
     return out.getvalue()
 
 
+# A client whose save writes $ARCHIVE and whose load stops at once, reading nothing.
+STOPPING_LOAD = """#!/bin/sh
+case "$1 $2" in
+  "image inspect") echo '[{"Id": "sha256:%s"}]' ;;
+  "save "*) cat "$ARCHIVE" ;;
+  "load "*) echo 'Error processing tar file(exit status 1): no space left on device' >&2; exit 1 ;;
+esac
+""" % ("0" * 64)
+
+
+def test_an_engine_that_stops_loading_is_named_not_the_save_it_reads(tmp_path, monkeypatch):
+    """A layer larger than the pipe meets a docker load that has gone: the error is the
+    load's own line, not a failed read of the docker save the layer came from."""
+    from kit.image import engine
+
+    archive = tmp_path / "saved.tar"
+    archive.write_bytes(saved_archive({"aa/layer.tar": layer(EPOCH, b"x" * (4 << 20))},
+                                      ["aa/layer.tar"], None))  # fmt: skip
+    client = tmp_path / "docker"
+    client.write_text(STOPPING_LOAD)
+    client.chmod(0o755)
+    monkeypatch.setenv("KIT_DOCKER", str(client))
+    monkeypatch.setenv("KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ARCHIVE", str(archive))
+    engine.docker.cache_clear()
+    try:
+        with pytest.raises(KitError) as said:
+            reproducible.rewrite("raw", "kit/x:1", EPOCH)
+    finally:
+        engine.docker.cache_clear()
+    assert str(said.value) == (
+        "docker load of the reproducible kit/x:1 failed: "
+        "Error processing tar file(exit status 1): no space left on device"
+    )
+    assert not list((tmp_path / "cache" / "tmp").iterdir())  # the layer's scratch file went
+
+
 def test_a_saved_image_is_read_in_its_manifests_order_with_linked_layers():
     archive = saved_archive(
         {"aa/layer.tar": layer(EPOCH), "bb/layer.tar": layer(EPOCH, b"x")},
